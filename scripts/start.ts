@@ -1,0 +1,52 @@
+/**
+ * One command for the whole app: database (embedded unless DATABASE_URL is set),
+ * migrations, seed data, then Next.js. `tsx scripts/start.ts dev` for development,
+ * `tsx scripts/start.ts` for the production build (built first if needed).
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import { getEnv } from "../src/env";
+import { ensureBuild, NEXT_BIN } from "./lib/build";
+import { prepareDatabase } from "./lib/database";
+
+const mode = process.argv[2] === "dev" ? "dev" : "start";
+const log = (message: string) => console.log(`[checkout] ${message}`);
+
+async function main() {
+  const env = getEnv();
+  const database = await prepareDatabase(env, log);
+  if (mode === "start") await ensureBuild(log);
+
+  const child: ChildProcess = spawn(process.execPath, [NEXT_BIN, mode, "-p", String(env.PORT)], {
+    stdio: "inherit",
+    env: { ...process.env, DATABASE_URL: database.url, NEXT_TELEMETRY_DISABLED: "1" },
+  });
+  log(`serving on http://localhost:${env.PORT}`);
+
+  let stopping = false;
+  const shutdown = async (signal: NodeJS.Signals) => {
+    if (stopping) return;
+    stopping = true;
+    log(`${signal}: stopping the app and the database`);
+    if (child.exitCode === null) {
+      child.kill("SIGTERM");
+      const killer = setTimeout(() => child.kill("SIGKILL"), 10_000);
+      await new Promise((resolve) => child.once("exit", resolve));
+      clearTimeout(killer);
+    }
+    await database.stop();
+    process.exit(0);
+  };
+  process.on("SIGINT", () => void shutdown("SIGINT"));
+  process.on("SIGTERM", () => void shutdown("SIGTERM"));
+  child.on("exit", (code) => {
+    if (stopping) return;
+    stopping = true;
+    log(`next exited with ${code}`);
+    void database.stop().finally(() => process.exit(code ?? 1));
+  });
+}
+
+main().catch((error: unknown) => {
+  console.error("[checkout] failed to start:", error);
+  process.exit(1);
+});

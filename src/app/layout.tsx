@@ -1,0 +1,27 @@
+import type { Metadata } from "next";
+import Link from "next/link";
+import type { ReactNode } from "react";
+import { Providers } from "../client/providers";
+import "./globals.css";
+
+export const metadata: Metadata = {
+  title: "Exactly-once checkout",
+  description: "A checkout where every business effect happens exactly once.",
+};
+
+export default function RootLayout({ children }: { children: ReactNode }) {
+  return (
+    <html lang="en">
+      <body>
+        <header className="site">
+          <Link href="/">
+            <h1>Exactly-once checkout</h1>
+          </Link>
+        </header>
+        <main>
+          <Providers>{children}</Providers>
+        </main>
+      </body>
+    </html>
+  );
+}

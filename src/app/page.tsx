@@ -1,0 +1,5 @@
+import { Shop } from "../client/components/shop";
+
+export default function HomePage() {
+  return <Shop />;
+}

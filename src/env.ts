@@ -1,0 +1,50 @@
+import { z } from "zod";
+
+/**
+ * The only place that reads process.env. Every setting has a default that works
+ * out of the box for development; see README "Configuration".
+ */
+const schema = z.object({
+  NODE_ENV: z.enum(["development", "test", "production"]).default("development"),
+  /** External PostgreSQL. When unset, the launcher starts an embedded server. */
+  DATABASE_URL: z.url().optional(),
+  PORT: z.coerce.number().int().min(1).max(65535).default(3000),
+  /** Port of the embedded PostgreSQL (never 5432, where a system server usually is). */
+  EMBEDDED_PG_PORT: z.coerce
+    .number()
+    .int()
+    .min(1024)
+    .max(65535)
+    .refine((p) => p !== 5432, "the embedded server must not take 5432")
+    .default(54329),
+  /** Folder for the embedded PostgreSQL's data, relative to the working directory. */
+  DATA_DIR: z.string().min(1).default(".data/postgres"),
+  DB_POOL_MAX: z.coerce.number().int().min(1).max(200).default(10),
+  SESSION_SECRET: z.string().min(16).default("dev-only-session-secret-change-me"),
+  IDEMPOTENCY_TTL_HOURS: z.coerce.number().positive().default(24),
+  IDEMPOTENCY_LEASE_MS: z.coerce.number().int().positive().default(30_000),
+  IDEMPOTENCY_WAIT_MS: z.coerce.number().int().nonnegative().default(5_000),
+  IDEMPOTENCY_CLEANUP_INTERVAL_MS: z.coerce.number().int().nonnegative().default(60_000),
+  LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
+});
+
+export type Env = z.infer<typeof schema> & { databaseUrl: string };
+
+export function embeddedDatabaseUrl(port: number, database = "checkout"): string {
+  return `postgres://postgres:password@127.0.0.1:${port}/${database}`;
+}
+
+function load(): Env {
+  const parsed = schema.safeParse(process.env);
+  if (!parsed.success) {
+    throw new Error(`Invalid environment:\n${z.prettifyError(parsed.error)}`);
+  }
+  const env = parsed.data;
+  return { ...env, databaseUrl: env.DATABASE_URL ?? embeddedDatabaseUrl(env.EMBEDDED_PG_PORT) };
+}
+
+let cached: Env | undefined;
+export function getEnv(): Env {
+  cached ??= load();
+  return cached;
+}

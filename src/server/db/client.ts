@@ -1,0 +1,27 @@
+import { drizzle, type PostgresJsDatabase } from "drizzle-orm/postgres-js";
+import postgres from "postgres";
+import * as schema from "./schema";
+
+export type Db = PostgresJsDatabase<typeof schema> & { $client: postgres.Sql };
+export type Tx = Parameters<Parameters<Db["transaction"]>[0]>[0];
+/** Anything a query can run on: the pool or an open transaction. */
+export type Executor = Db | Tx;
+
+export interface CreateDbOptions {
+  max?: number;
+}
+
+export function createDb(url: string, options: CreateDbOptions = {}): Db {
+  const client = postgres(url, {
+    max: options.max ?? 10,
+    onnotice: () => {},
+    // Drizzle turns bigint columns into numbers itself; keep postgres.js from doing
+    // anything clever with types we did not ask for.
+    connection: { application_name: "exactly-once-checkout" },
+  });
+  return drizzle({ client, schema, casing: "snake_case" });
+}
+
+export async function closeDb(db: Db): Promise<void> {
+  await db.$client.end({ timeout: 5 });
+}

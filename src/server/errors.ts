@@ -1,0 +1,91 @@
+/**
+ * Every failure a service can explain. Transport adapters (tRPC, REST) map these
+ * codes in exactly one place each; anything that is not a DomainError is an
+ * internal error.
+ */
+export const DOMAIN_ERROR_CODES = [
+  "INVALID_INPUT",
+  "UNAUTHORIZED",
+  "IDEMPOTENCY_KEY_REUSED",
+  "REQUEST_IN_PROGRESS",
+  "IDEMPOTENCY_LEASE_LOST",
+  "SERVICE_UNAVAILABLE",
+  "SKU_NOT_FOUND",
+  "OUT_OF_STOCK",
+  "ORDER_NOT_FOUND",
+] as const;
+
+export type DomainErrorCode = (typeof DOMAIN_ERROR_CODES)[number];
+
+export interface DomainErrorDetails {
+  /** The client may send the same request again (with the same key) later. */
+  retryable?: boolean;
+  retryAfterMs?: number;
+  /** This error is the stored outcome of an earlier request with the same key. */
+  replayed?: boolean;
+  /** Extra facts for the client, e.g. which SKU is out of stock. */
+  meta?: Record<string, unknown>;
+}
+
+export class DomainError extends Error {
+  override readonly name = "DomainError";
+  readonly code: DomainErrorCode;
+  readonly details: DomainErrorDetails;
+
+  constructor(
+    code: DomainErrorCode,
+    message: string,
+    details: DomainErrorDetails = {},
+    options?: ErrorOptions,
+  ) {
+    super(message, options);
+    this.code = code;
+    this.details = details;
+  }
+
+  get retryable(): boolean {
+    return this.details.retryable ?? false;
+  }
+}
+
+export function isDomainError(error: unknown, code?: DomainErrorCode): error is DomainError {
+  return error instanceof DomainError && (code === undefined || error.code === code);
+}
+
+const CONNECTION_ERROR_CODES = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "ETIMEDOUT",
+  "EPIPE",
+  "ENOTFOUND",
+  "EAI_AGAIN",
+  "CONNECTION_CLOSED",
+  "CONNECTION_ENDED",
+  "CONNECTION_DESTROYED",
+  "CONNECT_TIMEOUT",
+]);
+/** SQLSTATE classes that mean "try again", not "your request is wrong". */
+const TRANSIENT_SQLSTATES = new Set(["40001", "40P01", "55P03", "57P01", "57P02", "57P03", "53300"]);
+
+/** Database unreachable, connection lost, serialization failure: worth retrying. */
+export function isTransientError(error: unknown): boolean {
+  let current: unknown = error;
+  for (let depth = 0; current && depth < 5; depth++) {
+    const code = (current as { code?: unknown }).code;
+    if (typeof code === "string") {
+      if (CONNECTION_ERROR_CODES.has(code) || TRANSIENT_SQLSTATES.has(code)) return true;
+      if (code.startsWith("08")) return true; // connection exception class
+    }
+    current = (current as { cause?: unknown }).cause;
+  }
+  return false;
+}
+
+export function serviceUnavailable(cause: unknown): DomainError {
+  return new DomainError(
+    "SERVICE_UNAVAILABLE",
+    "The service is temporarily unavailable; retry the same request with the same key.",
+    { retryable: true, retryAfterMs: 1000 },
+    { cause },
+  );
+}

@@ -1,0 +1,163 @@
+import { and, eq, inArray } from "drizzle-orm";
+import type { Db, Tx } from "../db/client";
+import { orderItem, orders, sku } from "../db/schema";
+import { DomainError } from "../errors";
+import { DEFAULT_IDEMPOTENCY_CONFIG, type IdempotencyConfig, runIdempotent } from "../idempotency";
+import { type CreateOrderInput, MAX_QUANTITY_PER_LINE, type OrderLine } from "./schema";
+
+export const CREATE_ORDER_BIZ_TYPE = "order.create";
+
+export interface CreatedOrder {
+  orderId: string;
+  status: string;
+  amountCents: number;
+  currency: string;
+}
+
+export interface CreateOrderDeps {
+  idempotency?: IdempotencyConfig;
+}
+
+/**
+ * Places an order exactly once per (shopper, requestId). Unknown SKUs and short
+ * stock are final answers: stored and replayed like a success. Stock is checked
+ * here and deducted when the order is paid.
+ */
+export async function createOrder(
+  db: Db,
+  userId: string,
+  input: CreateOrderInput,
+  deps: CreateOrderDeps = {},
+): Promise<CreatedOrder & { replayed: boolean }> {
+  const lines = normaliseLines(input.items);
+  const { result, replayed } = await runIdempotent<CreatedOrder>(
+    db,
+    {
+      scope: userId,
+      bizType: CREATE_ORDER_BIZ_TYPE,
+      key: input.requestId,
+      request: { items: lines },
+      storedErrors: ["SKU_NOT_FOUND", "OUT_OF_STOCK", "INVALID_INPUT"],
+      execute: async (tx) => {
+        const created = await insertOrder(tx, userId, input.requestId, lines);
+        return { result: created, bizId: created.orderId };
+      },
+    },
+    deps.idempotency ?? DEFAULT_IDEMPOTENCY_CONFIG,
+  );
+  return { ...result, replayed };
+}
+
+/** One line per SKU, in SKU order: the canonical form that is fingerprinted and stored. */
+export function normaliseLines(items: readonly OrderLine[]): OrderLine[] {
+  const quantities = new Map<string, number>();
+  for (const { skuId, quantity } of items) {
+    quantities.set(skuId, (quantities.get(skuId) ?? 0) + quantity);
+  }
+  return [...quantities.entries()]
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+    .map(([skuId, quantity]) => {
+      if (quantity > MAX_QUANTITY_PER_LINE) {
+        throw new DomainError(
+          "INVALID_INPUT",
+          `quantity of ${skuId} must be at most ${MAX_QUANTITY_PER_LINE}`,
+        );
+      }
+      return { skuId, quantity };
+    });
+}
+
+async function insertOrder(
+  tx: Tx,
+  userId: string,
+  requestId: string,
+  lines: OrderLine[],
+): Promise<CreatedOrder> {
+  const products = await tx
+    .select({
+      id: sku.id,
+      name: sku.name,
+      priceCents: sku.priceCents,
+      currency: sku.currency,
+      stock: sku.stock,
+    })
+    .from(sku)
+    .where(
+      inArray(
+        sku.id,
+        lines.map((line) => line.skuId),
+      ),
+    );
+  const byId = new Map(products.map((product) => [product.id, product]));
+  const priced = lines.map((line) => {
+    const product = byId.get(line.skuId);
+    if (!product) {
+      throw new DomainError("SKU_NOT_FOUND", `unknown SKU ${line.skuId}`, { meta: { skuId: line.skuId } });
+    }
+    if (product.stock < line.quantity) {
+      throw new DomainError("OUT_OF_STOCK", `only ${product.stock} of ${product.name} left`, {
+        meta: { skuId: line.skuId, available: product.stock, requested: line.quantity },
+      });
+    }
+    return { ...line, product, lineTotalCents: product.priceCents * line.quantity };
+  });
+  const currencies = new Set(priced.map((line) => line.product.currency));
+  if (currencies.size > 1) {
+    throw new DomainError("INVALID_INPUT", "all items of an order must share one currency");
+  }
+  const amountCents = priced.reduce((sum, line) => sum + line.lineTotalCents, 0);
+  const currency = priced[0]?.product.currency ?? "USD";
+
+  const [order] = await tx
+    .insert(orders)
+    .values({ userId, requestId, amountCents, currency })
+    .onConflictDoNothing({ target: [orders.userId, orders.requestId] })
+    .returning({
+      orderId: orders.id,
+      status: orders.status,
+      amountCents: orders.amountCents,
+      currency: orders.currency,
+    });
+  if (!order) return existingOrderForRequest(tx, userId, requestId, amountCents);
+
+  await tx.insert(orderItem).values(
+    priced.map((line) => ({
+      orderId: order.orderId,
+      skuId: line.skuId,
+      skuName: line.product.name,
+      quantity: line.quantity,
+      unitPriceCents: line.product.priceCents,
+      lineTotalCents: line.lineTotalCents,
+    })),
+  );
+  return order;
+}
+
+/**
+ * The business key outlives the idempotency record (which expires): a request id
+ * that already made an order answers with that order, never a second one.
+ */
+async function existingOrderForRequest(
+  tx: Tx,
+  userId: string,
+  requestId: string,
+  amountCents: number,
+): Promise<CreatedOrder> {
+  const [existing] = await tx
+    .select({
+      orderId: orders.id,
+      status: orders.status,
+      amountCents: orders.amountCents,
+      currency: orders.currency,
+    })
+    .from(orders)
+    .where(and(eq(orders.userId, userId), eq(orders.requestId, requestId)));
+  if (!existing) throw new Error("order vanished between conflict and read");
+  if (existing.amountCents !== amountCents) {
+    throw new DomainError(
+      "IDEMPOTENCY_KEY_REUSED",
+      "This request id already placed a different order. Use a new key for a new order.",
+    );
+  }
+  return existing;
+}

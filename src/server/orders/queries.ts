@@ -1,0 +1,43 @@
+import { and, asc, desc, eq } from "drizzle-orm";
+import type { Executor } from "../db/client";
+import { orderItem, orders } from "../db/schema";
+import { DomainError } from "../errors";
+
+const orderColumns = {
+  orderId: orders.id,
+  status: orders.status,
+  amountCents: orders.amountCents,
+  currency: orders.currency,
+  requestId: orders.requestId,
+  createdAt: orders.createdAt,
+};
+
+/** Another shopper's order is indistinguishable from one that does not exist. */
+export async function getOrderById(db: Executor, userId: string, orderId: string) {
+  const [order] = await db
+    .select(orderColumns)
+    .from(orders)
+    .where(and(eq(orders.id, orderId), eq(orders.userId, userId)));
+  if (!order) throw new DomainError("ORDER_NOT_FOUND", "order not found");
+  const items = await db
+    .select({
+      skuId: orderItem.skuId,
+      name: orderItem.skuName,
+      quantity: orderItem.quantity,
+      unitPriceCents: orderItem.unitPriceCents,
+      lineTotalCents: orderItem.lineTotalCents,
+    })
+    .from(orderItem)
+    .where(eq(orderItem.orderId, orderId))
+    .orderBy(asc(orderItem.skuId));
+  return { ...order, items };
+}
+
+export function listOrders(db: Executor, userId: string, limit = 50) {
+  return db
+    .select(orderColumns)
+    .from(orders)
+    .where(eq(orders.userId, userId))
+    .orderBy(desc(orders.createdAt))
+    .limit(limit);
+}

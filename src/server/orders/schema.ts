@@ -1,0 +1,37 @@
+import { z } from "zod";
+
+export const MAX_QUANTITY_PER_LINE = 99;
+export const MAX_LINES = 20;
+
+/** A client-made key: a UUID in practice; any 8-128 URL-safe characters are accepted. */
+export const requestIdSchema = z
+  .string()
+  .regex(
+    /^[A-Za-z0-9][A-Za-z0-9._:-]{7,127}$/,
+    "requestId must be 8-128 characters of letters, digits, '.', '_', ':' or '-'",
+  );
+
+export const skuIdSchema = z
+  .string()
+  .regex(/^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/, "skuId must be 1-64 letters, digits, '_' or '-'");
+
+export const orderLineSchema = z.object({
+  skuId: skuIdSchema,
+  quantity: z
+    .number()
+    .int("quantity must be a whole number")
+    .min(1, "quantity must be at least 1")
+    .max(MAX_QUANTITY_PER_LINE, `quantity must be at most ${MAX_QUANTITY_PER_LINE}`),
+});
+
+export const createOrderInput = z.object({
+  requestId: requestIdSchema,
+  items: z
+    .array(orderLineSchema)
+    .min(1, "an order needs at least one item")
+    .max(MAX_LINES, `an order has at most ${MAX_LINES} lines`),
+});
+export type CreateOrderInput = z.infer<typeof createOrderInput>;
+export type OrderLine = z.infer<typeof orderLineSchema>;
+
+export const orderIdInput = z.object({ orderId: z.uuid("orderId must be a UUID") });

@@ -1,0 +1,27 @@
+import { describe, expect, it } from "vitest";
+import { newGuestId, readCookie, signSession, verifySession } from "./session";
+
+const secret = "a-test-secret-of-some-length";
+
+describe("guest session cookie", () => {
+  it("round-trips a signed guest id", () => {
+    const id = newGuestId();
+    expect(verifySession(signSession(id, secret), secret)).toBe(id);
+  });
+
+  it("rejects forged, re-targeted and malformed values", () => {
+    const id = newGuestId();
+    const other = newGuestId();
+    const signed = signSession(id, secret);
+    expect(verifySession(signed, "another-secret-entirely")).toBeNull();
+    expect(verifySession(`${other}${signed.slice(id.length)}`, secret)).toBeNull();
+    expect(verifySession(`${id}.`, secret)).toBeNull();
+    expect(verifySession("not-a-session", secret)).toBeNull();
+    expect(verifySession(undefined, secret)).toBeNull();
+  });
+
+  it("reads one cookie out of a header", () => {
+    expect(readCookie("a=1; checkout_session=xyz.abc; b=2", "checkout_session")).toBe("xyz.abc");
+    expect(readCookie("a=1", "checkout_session")).toBeUndefined();
+  });
+});

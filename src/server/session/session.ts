@@ -1,0 +1,52 @@
+import { createHmac, randomUUID, timingSafeEqual } from "node:crypto";
+
+export const SESSION_COOKIE = "checkout_session";
+export const SESSION_MAX_AGE_SECONDS = 60 * 60 * 24 * 365;
+
+const GUEST_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+export function newGuestId(): string {
+  return randomUUID();
+}
+
+function mac(userId: string, secret: string): string {
+  return createHmac("sha256", secret).update(`session:${userId}`).digest("base64url");
+}
+
+/** Cookie value `<guest id>.<HMAC>`: the shopper cannot choose whose orders they see. */
+export function signSession(userId: string, secret: string): string {
+  return `${userId}.${mac(userId, secret)}`;
+}
+
+/** The guest id, or null for a missing, malformed or forged cookie. */
+export function verifySession(value: string | undefined | null, secret: string): string | null {
+  if (!value) return null;
+  const dot = value.indexOf(".");
+  if (dot <= 0) return null;
+  const userId = value.slice(0, dot);
+  if (!GUEST_ID.test(userId)) return null;
+  const given = Buffer.from(value.slice(dot + 1));
+  const expected = Buffer.from(mac(userId, secret));
+  return given.length === expected.length && timingSafeEqual(given, expected) ? userId : null;
+}
+
+export function sessionCookieHeader(value: string, secure: boolean): string {
+  return [
+    `${SESSION_COOKIE}=${value}`,
+    "Path=/",
+    "HttpOnly",
+    "SameSite=Lax",
+    `Max-Age=${SESSION_MAX_AGE_SECONDS}`,
+    ...(secure ? ["Secure"] : []),
+  ].join("; ");
+}
+
+/** Reads one cookie from a Cookie header without pulling in a parser for one value. */
+export function readCookie(header: string | null | undefined, name: string): string | undefined {
+  if (!header) return undefined;
+  for (const part of header.split(";")) {
+    const eq = part.indexOf("=");
+    if (eq > 0 && part.slice(0, eq).trim() === name) return part.slice(eq + 1).trim();
+  }
+  return undefined;
+}

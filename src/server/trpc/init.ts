@@ -1,0 +1,76 @@
+import { initTRPC, TRPCError } from "@trpc/server";
+import superjson from "superjson";
+import { ZodError, z } from "zod";
+import { DomainError, type DomainErrorCode } from "../errors";
+import { getLogger } from "../logger";
+import type { TrpcContext } from "./context";
+
+type TrpcCode = TRPCError["code"];
+
+/** The one mapping from domain codes to tRPC codes. */
+export const TRPC_CODE_BY_DOMAIN_CODE: Record<DomainErrorCode, TrpcCode> = {
+  INVALID_INPUT: "BAD_REQUEST",
+  UNAUTHORIZED: "UNAUTHORIZED",
+  IDEMPOTENCY_KEY_REUSED: "UNPROCESSABLE_CONTENT",
+  REQUEST_IN_PROGRESS: "CONFLICT",
+  IDEMPOTENCY_LEASE_LOST: "CONFLICT",
+  SERVICE_UNAVAILABLE: "SERVICE_UNAVAILABLE",
+  SKU_NOT_FOUND: "BAD_REQUEST",
+  OUT_OF_STOCK: "PRECONDITION_FAILED",
+  ORDER_NOT_FOUND: "NOT_FOUND",
+};
+
+const t = initTRPC.context<TrpcContext>().create({
+  transformer: superjson,
+  // Stack traces stay on the server, in development too.
+  isDev: false,
+  errorFormatter({ shape, error }) {
+    const cause = error.cause;
+    const domain = cause instanceof DomainError ? cause : undefined;
+    const internal = error.code === "INTERNAL_SERVER_ERROR" && !domain;
+    return {
+      ...shape,
+      message: internal
+        ? "Internal server error"
+        : cause instanceof ZodError
+          ? cause.issues.map((issue) => `${issue.path.join(".") || "input"}: ${issue.message}`).join("; ")
+          : shape.message,
+      data: {
+        code: shape.data.code,
+        httpStatus: shape.data.httpStatus,
+        path: shape.data.path,
+        domainCode: domain?.code ?? null,
+        retryable: domain?.retryable ?? false,
+        retryAfterMs: domain?.details.retryAfterMs ?? null,
+        replayed: domain?.details.replayed ?? false,
+        meta: domain?.details.meta ?? null,
+        fieldErrors: cause instanceof ZodError ? z.flattenError(cause).fieldErrors : null,
+      },
+    };
+  },
+});
+
+/**
+ * Maps DomainErrors to tRPC codes and logs unknown errors once. In tRPC v11
+ * `next()` does not throw: it returns `{ ok: false, error }` with the original
+ * error as `error.cause`.
+ */
+const domainErrors = t.middleware(async ({ next, ctx, path, type }) => {
+  const result = await next();
+  if (result.ok) return result;
+  const cause = result.error.cause;
+  if (cause instanceof DomainError) {
+    throw new TRPCError({ code: TRPC_CODE_BY_DOMAIN_CODE[cause.code], message: cause.message, cause });
+  }
+  if (result.error.code === "INTERNAL_SERVER_ERROR") {
+    getLogger().error(
+      { err: cause ?? result.error, path, type, requestId: ctx.requestId, userId: ctx.userId },
+      "unhandled error in procedure",
+    );
+  }
+  return result;
+});
+
+export const router = t.router;
+export const createCallerFactory = t.createCallerFactory;
+export const shopperProcedure = t.procedure.use(domainErrors);

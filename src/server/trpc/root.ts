@@ -1,0 +1,13 @@
+import { createCallerFactory, router } from "./init";
+import { catalogRouter } from "./routers/catalog";
+import { checkoutRouter } from "./routers/checkout";
+import { ordersRouter } from "./routers/orders";
+
+export const appRouter = router({
+  catalog: catalogRouter,
+  checkout: checkoutRouter,
+  orders: ordersRouter,
+});
+
+export type AppRouter = typeof appRouter;
+export const createCaller = createCallerFactory(appRouter);
