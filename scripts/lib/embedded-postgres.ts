@@ -17,6 +17,8 @@ export interface EmbeddedServer {
 export interface EmbeddedOptions {
   dataDir: string;
   port: number;
+  /** Extra server settings, e.g. ["-c", "max_connections=400"]. */
+  postgresFlags?: string[];
   log?: (message: string) => void;
 }
 
@@ -46,6 +48,7 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
     createPostgresUser: isRoot,
     // The defaults (C locale, UTF8) keep initdb independent of the machine's locales.
     initdbFlags: ["--encoding=UTF8", "--locale=C"],
+    postgresFlags: options.postgresFlags ?? [],
     onLog: (message) => log(String(message).trim()),
     onError: (message) => log(String(message instanceof Error ? message.message : message).trim()),
   });

@@ -192,9 +192,11 @@ export async function acquire(
 }
 
 /**
- * Runs the business writes and stores the outcome in one transaction. The first
- * statement re-asserts the lease (and locks the record), so a holder whose key
- * was taken over can no longer commit anything.
+ * Runs the business writes and stores the outcome in one transaction. Storing
+ * the outcome is conditional on the lease version and comes last, so a holder
+ * whose key was taken over rolls back all its writes; and the record row is
+ * locked only for the instant before commit, so duplicates never queue behind
+ * a slow holder's transaction (they poll, with a bounded wait).
  */
 export async function executeUnderLease<T>(
   db: Db,
@@ -203,9 +205,8 @@ export async function executeUnderLease<T>(
 ): Promise<IdempotentResult<T>> {
   try {
     const outcome = await db.transaction(async (tx) => {
-      await assertLease(tx, lease);
       const { result, bizId = null } = await op.execute(tx);
-      await tx
+      const stored = await tx
         .update(idempotencyRecord)
         .set({
           status: "SUCCESS",
@@ -214,7 +215,9 @@ export async function executeUnderLease<T>(
           lockedUntil: null,
           updatedAt: sql`now()`,
         })
-        .where(leaseMatches(lease));
+        .where(leaseMatches(lease))
+        .returning({ id: idempotencyRecord.id });
+      if (stored.length === 0) throw leaseLost();
       return { result, bizId };
     });
     return { ...outcome, replayed: false };
@@ -237,19 +240,12 @@ function replay<T>(outcome: StoredOutcome): IdempotentResult<T> {
   throw new DomainError(stored.code, stored.message, { replayed: true, meta: stored.meta });
 }
 
-async function assertLease(tx: Tx, lease: Lease): Promise<void> {
-  const held = await tx
-    .update(idempotencyRecord)
-    .set({ updatedAt: sql`now()` })
-    .where(leaseMatches(lease))
-    .returning({ id: idempotencyRecord.id });
-  if (held.length === 0) {
-    throw new DomainError(
-      "IDEMPOTENCY_LEASE_LOST",
-      "This request took too long and another request with the same key took over; retry with the same key to get its result.",
-      { retryable: true, retryAfterMs: 500 },
-    );
-  }
+function leaseLost(): DomainError {
+  return new DomainError(
+    "IDEMPOTENCY_LEASE_LOST",
+    "This request took too long and another request with the same key took over; retry with the same key to get its result.",
+    { retryable: true, retryAfterMs: 500 },
+  );
 }
 
 async function storeFailure(db: Db, lease: Lease, error: DomainError): Promise<void> {

@@ -1,0 +1,85 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { chmod } from "node:fs/promises";
+import { createServer } from "node:net";
+import os from "node:os";
+import path from "node:path";
+import postgres from "postgres";
+import type { TestProject } from "vitest/node";
+import { ensureBuild } from "../scripts/lib/build";
+import { startEmbeddedPostgres } from "../scripts/lib/embedded-postgres";
+import { getEnv } from "../src/env";
+import { createDb } from "../src/server/db/client";
+import { runMigrations } from "../src/server/db/migrate";
+import { seedCatalogue } from "../src/server/db/seed";
+import { databaseUrl, uniqueName } from "./support/names";
+
+declare module "vitest" {
+  export interface ProvidedContext {
+    /** A connection string to the server's maintenance database. */
+    pgAdminUrl: string;
+    /** A migrated, seeded database that every test file clones. */
+    templateDatabase: string;
+  }
+}
+
+/**
+ * One PostgreSQL for the whole run: the server in DATABASE_URL if set, else an
+ * embedded one in a temporary folder on a free port. Every test file clones its
+ * own database from a migrated template, so files run in parallel.
+ */
+export default async function setup(project: TestProject) {
+  const env = getEnv();
+  const cleanups: Array<() => Promise<void>> = [];
+  let adminUrl = env.DATABASE_URL;
+  if (!adminUrl) {
+    const dir = mkdtempSync(path.join(os.tmpdir(), "checkout-test-pg-"));
+    await chmod(dir, 0o755);
+    const server = await startEmbeddedPostgres({
+      dataDir: path.join(dir, "pg"),
+      port: await freePort(),
+      postgresFlags: ["-c", "max_connections=400", "-c", "fsync=off"],
+    });
+    adminUrl = server.url("postgres");
+    cleanups.push(async () => {
+      await server.stop();
+      rmSync(dir, { recursive: true, force: true });
+    });
+  }
+
+  const template = uniqueName("checkout_tpl");
+  const admin = postgres(adminUrl, { max: 1, onnotice: () => {} });
+  await admin.unsafe(`CREATE DATABASE ${template}`);
+  const templateUrl = databaseUrl(adminUrl, template);
+  await runMigrations(templateUrl);
+  const db = createDb(templateUrl, { max: 1 });
+  await seedCatalogue(db);
+  await db.$client.end();
+
+  // HTTP tests run the real production build.
+  await ensureBuild((message) => console.log(`[test setup] ${message}`));
+
+  project.provide("pgAdminUrl", adminUrl);
+  project.provide("templateDatabase", template);
+
+  return async () => {
+    const leftovers = await admin<{ datname: string }[]>`
+      SELECT datname FROM pg_database WHERE datname LIKE ${`${template}_%`}`;
+    for (const { datname } of leftovers) {
+      await admin.unsafe(`DROP DATABASE IF EXISTS ${datname} WITH (FORCE)`);
+    }
+    await admin.unsafe(`DROP DATABASE IF EXISTS ${template} WITH (FORCE)`);
+    await admin.end();
+    for (const cleanup of cleanups) await cleanup();
+  };
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address();
+      server.close(() => resolve(typeof address === "object" && address ? address.port : 0));
+    });
+  });
+}

@@ -1,0 +1,278 @@
+import { randomUUID } from "node:crypto";
+import { sql as dsql } from "drizzle-orm";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { closeDb, createDb, type Tx } from "../src/server/db/client";
+import { DomainError, isDomainError } from "../src/server/errors";
+import {
+  acquire,
+  deleteExpiredRecords,
+  executeUnderLease,
+  fingerprint,
+  type IdempotencyConfig,
+  type IdempotentOperation,
+  runIdempotent,
+} from "../src/server/idempotency";
+import { createTestDatabase, type TestDatabase } from "./support/database";
+
+/**
+ * The core, tested through a scratch "effect" table: every execution of an
+ * operation writes one row, so rows counted afterwards are effects that happened.
+ */
+let t: TestDatabase;
+const config: IdempotencyConfig = { ttlMs: 60_000, leaseMs: 10_000, waitMs: 5_000 };
+
+beforeAll(async () => {
+  t = await createTestDatabase({ poolSize: 30 });
+  await t.sql`CREATE TABLE effect (id serial PRIMARY KEY, label text NOT NULL)`;
+});
+afterAll(() => t.drop());
+
+async function writeEffect(tx: Tx, label: string) {
+  const [row] = await tx.execute<{ id: number }>(
+    dsql`INSERT INTO effect (label) VALUES (${label}) RETURNING id`,
+  );
+  return { result: { effectId: row?.id, label }, bizId: String(row?.id) };
+}
+
+function operation(
+  key: string,
+  overrides: Partial<IdempotentOperation<{ effectId: number | undefined; label: string }>> = {},
+): IdempotentOperation<{ effectId: number | undefined; label: string }> {
+  return {
+    scope: "shopper-1",
+    bizType: "test.effect",
+    key,
+    request: { label: key },
+    storedErrors: ["OUT_OF_STOCK"],
+    execute: (tx) => writeEffect(tx, key),
+    ...overrides,
+  };
+}
+
+async function effects(label: string): Promise<number> {
+  const [row] = await t.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM effect WHERE label = ${label}`;
+  return row?.n ?? 0;
+}
+
+async function record(key: string, scope = "shopper-1") {
+  const [row] = await t.sql`
+    SELECT status, lease_version, response_body, biz_id FROM idempotency_record
+     WHERE user_id = ${scope} AND biz_type = 'test.effect' AND idempotency_key = ${key}`;
+  return row;
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+describe("idempotency core", () => {
+  it("executes once, then replays the stored result without writing", async () => {
+    const key = randomUUID();
+    const first = await runIdempotent(t.db, operation(key), config);
+    const second = await runIdempotent(t.db, operation(key), config);
+    expect(first.replayed).toBe(false);
+    expect(second.replayed).toBe(true);
+    expect(second.result).toEqual(first.result);
+    expect(await effects(key)).toBe(1);
+    expect(await record(key)).toMatchObject({ status: "SUCCESS", biz_id: String(first.result.effectId) });
+  });
+
+  it("runs 50 concurrent copies on separate connections exactly once", async () => {
+    const key = randomUUID();
+    const slowOp = operation(key, {
+      execute: async (tx) => {
+        await sleep(50);
+        return writeEffect(tx, key);
+      },
+    });
+    const results = await Promise.allSettled(
+      Array.from({ length: 50 }, () => runIdempotent(t.db, slowOp, config)),
+    );
+    const fulfilled = results.flatMap((r) => (r.status === "fulfilled" ? [r.value] : []));
+    const rejected = results.flatMap((r) => (r.status === "rejected" ? [r.reason] : []));
+    expect(rejected.every((e) => isDomainError(e, "REQUEST_IN_PROGRESS"))).toBe(true);
+    expect(fulfilled.length).toBeGreaterThan(0);
+    expect(new Set(fulfilled.map((r) => r.result.effectId)).size).toBe(1);
+    expect(fulfilled.filter((r) => !r.replayed)).toHaveLength(1);
+    expect(await effects(key)).toBe(1);
+  });
+
+  it("rejects the same key with a different payload and writes nothing", async () => {
+    const key = randomUUID();
+    await runIdempotent(t.db, operation(key), config);
+    const other = operation(key, {
+      request: { label: "something else" },
+      execute: (tx) => writeEffect(tx, "x"),
+    });
+    await expect(runIdempotent(t.db, other, config)).rejects.toMatchObject({
+      code: "IDEMPOTENCY_KEY_REUSED",
+    });
+    expect(await effects("x")).toBe(0);
+    expect(await effects(key)).toBe(1);
+  });
+
+  it("stores a declared business rejection and replays it without executing again", async () => {
+    const key = randomUUID();
+    let calls = 0;
+    const rejecting = operation(key, {
+      execute: async (tx) => {
+        calls++;
+        await writeEffect(tx, key); // rolled back with the rejection
+        throw new DomainError("OUT_OF_STOCK", "sold out", { meta: { skuId: "A" } });
+      },
+    });
+    await expect(runIdempotent(t.db, rejecting, config)).rejects.toMatchObject({ code: "OUT_OF_STOCK" });
+    const replay = runIdempotent(t.db, rejecting, config);
+    await expect(replay).rejects.toMatchObject({
+      code: "OUT_OF_STOCK",
+      message: "sold out",
+      details: { replayed: true, meta: { skuId: "A" } },
+    });
+    expect(calls).toBe(1);
+    expect(await effects(key)).toBe(0);
+    expect(await record(key)).toMatchObject({ status: "FAILED" });
+  });
+
+  it("releases the key after a transient failure so the retry executes, once", async () => {
+    const key = randomUUID();
+    let calls = 0;
+    const flaky = operation(key, {
+      execute: async (tx) => {
+        calls++;
+        const written = await writeEffect(tx, key);
+        if (calls === 1) throw Object.assign(new Error("connection reset"), { code: "ECONNRESET" });
+        return written;
+      },
+    });
+    await expect(runIdempotent(t.db, flaky, config)).rejects.toMatchObject({
+      code: "SERVICE_UNAVAILABLE",
+      details: { retryable: true },
+    });
+    expect(await record(key)).toBeUndefined();
+    expect(await effects(key)).toBe(0);
+    const retried = await runIdempotent(t.db, flaky, config);
+    expect(retried.replayed).toBe(false);
+    expect(calls).toBe(2);
+    expect(await effects(key)).toBe(1);
+  });
+
+  it("answers REQUEST_IN_PROGRESS when the holder outlasts the wait", async () => {
+    const key = randomUUID();
+    let finish: () => void = () => {};
+    const gate = new Promise<void>((resolve) => {
+      finish = resolve;
+    });
+    const holder = runIdempotent(
+      t.db,
+      operation(key, {
+        execute: async (tx) => {
+          await gate;
+          return writeEffect(tx, key);
+        },
+      }),
+      config,
+    );
+    await sleep(100);
+    const started = Date.now();
+    await expect(runIdempotent(t.db, operation(key), { ...config, waitMs: 300 })).rejects.toMatchObject({
+      code: "REQUEST_IN_PROGRESS",
+      details: { retryable: true },
+    });
+    expect(Date.now() - started).toBeGreaterThanOrEqual(250);
+    finish();
+    await holder;
+    const replay = await runIdempotent(t.db, operation(key), config);
+    expect(replay.replayed).toBe(true);
+    expect(await effects(key)).toBe(1);
+  });
+
+  it("lets a request take over an expired lease and fences out the stale holder", async () => {
+    const key = randomUUID();
+    const op = operation(key);
+    const short = { ...config, leaseMs: 150 };
+    const stale = await acquire(t.db, op, fingerprint(op.bizType, op.request), short);
+    if (stale.kind !== "owner") throw new Error("expected to own the key");
+
+    // While the lease is live a duplicate waits (and here gives up).
+    await expect(runIdempotent(t.db, op, { ...short, waitMs: 50 })).rejects.toMatchObject({
+      code: "REQUEST_IN_PROGRESS",
+    });
+    await sleep(250);
+    const taker = await runIdempotent(t.db, op, short);
+    expect(taker.replayed).toBe(false);
+    expect((await record(key))?.lease_version).toBe(stale.lease.leaseVersion + 1);
+
+    // The original holder wakes up and tries to commit its business writes.
+    await expect(executeUnderLease(t.db, stale.lease, op)).rejects.toMatchObject({
+      code: "IDEMPOTENCY_LEASE_LOST",
+    });
+    expect(await effects(key)).toBe(1);
+    expect(await record(key)).toMatchObject({ status: "SUCCESS" });
+  });
+
+  it("takes over a lease only once when many duplicates find it expired together", async () => {
+    const key = randomUUID();
+    const op = operation(key);
+    const short = { ...config, leaseMs: 100 };
+    await acquire(t.db, op, fingerprint(op.bizType, op.request), short);
+    await sleep(200);
+    const results = await Promise.all(Array.from({ length: 20 }, () => runIdempotent(t.db, op, short)));
+    expect(results.filter((r) => !r.replayed)).toHaveLength(1);
+    expect(await effects(key)).toBe(1);
+  });
+
+  it("scopes keys to the shopper", async () => {
+    const key = randomUUID();
+    const mine = await runIdempotent(t.db, operation(key), config);
+    const theirs = await runIdempotent(
+      t.db,
+      operation(key, { scope: "shopper-2", request: { label: "theirs" } }),
+      config,
+    );
+    expect(theirs.replayed).toBe(false);
+    expect(theirs.result.effectId).not.toBe(mine.result.effectId);
+    expect(await effects(key)).toBe(2);
+  });
+
+  it("lets an expired key be used again and cleans expired records in batches", async () => {
+    const key = randomUUID();
+    const tiny = { ...config, ttlMs: 50 };
+    await runIdempotent(t.db, operation(key), tiny);
+    await sleep(100);
+    const again = await runIdempotent(t.db, operation(key, { request: { label: "new payload" } }), config);
+    expect(again.replayed).toBe(false);
+
+    await t.sql`DELETE FROM idempotency_record`;
+    for (let i = 0; i < 25; i++) await runIdempotent(t.db, operation(`expired-${i}-${key}`), tiny);
+    const live = `live-${key}`;
+    await runIdempotent(t.db, operation(live), config);
+    // A holder whose key expired but whose lease is live is left alone.
+    const holder = operation(`held-${key}`);
+    await acquire(t.db, holder, fingerprint(holder.bizType, holder.request), { ...config, ttlMs: 1 });
+    await sleep(100);
+
+    expect(await deleteExpiredRecords(t.db, { batchSize: 10 })).toBe(25);
+    const left = await t.sql<{ idempotency_key: string }[]>`SELECT idempotency_key FROM idempotency_record`;
+    expect(left.map((r) => r.idempotency_key).sort()).toEqual([`held-${key}`, live].sort());
+  });
+
+  it("fails closed when the record cannot be written", async () => {
+    const down = createDb("postgres://postgres:password@127.0.0.1:1/nowhere", { max: 1 });
+    let executed = false;
+    try {
+      await expect(
+        runIdempotent(
+          down,
+          operation(randomUUID(), {
+            execute: async (tx) => {
+              executed = true;
+              return writeEffect(tx, "never");
+            },
+          }),
+          config,
+        ),
+      ).rejects.toMatchObject({ code: "SERVICE_UNAVAILABLE", details: { retryable: true } });
+    } finally {
+      await closeDb(down);
+    }
+    expect(executed).toBe(false);
+  });
+});
