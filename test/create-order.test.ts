@@ -1,0 +1,191 @@
+import { randomUUID } from "node:crypto";
+import { TRPCError } from "@trpc/server";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { AppContext } from "../src/server/app-context";
+import { deleteExpiredRecords } from "../src/server/idempotency";
+import { createOrder } from "../src/server/orders/create-order";
+import { createCaller } from "../src/server/trpc/root";
+import { createTestDatabase, type TestDatabase } from "./support/database";
+
+let t: TestDatabase;
+let app: AppContext;
+
+beforeAll(async () => {
+  t = await createTestDatabase({ poolSize: 30 });
+  app = {
+    db: t.db,
+    idempotency: { ttlMs: 60_000, leaseMs: 10_000, waitMs: 5_000 },
+    sessionSecret: "test-secret-test-secret",
+    secureCookies: false,
+  };
+});
+afterAll(() => t.drop());
+
+const shopper = () => randomUUID();
+const caller = (userId: string) => createCaller({ app, userId, requestId: randomUUID() });
+const mug = (quantity = 2) => [{ skuId: "SKU-MUG", quantity }];
+
+async function counts(userId: string) {
+  const [row] = await t.sql<{ orders: number; items: number; records: number }[]>`
+    SELECT (SELECT count(*)::int FROM orders WHERE user_id = ${userId}) AS orders,
+           (SELECT count(*)::int FROM order_item i JOIN orders o ON o.id = i.order_id
+             WHERE o.user_id = ${userId}) AS items,
+           (SELECT count(*)::int FROM idempotency_record WHERE user_id = ${userId}) AS records`;
+  return row;
+}
+
+async function trpcCode(promise: Promise<unknown>): Promise<string> {
+  try {
+    await promise;
+  } catch (error) {
+    if (error instanceof TRPCError) return error.code;
+    throw error;
+  }
+  throw new Error("expected the call to fail");
+}
+
+describe("checkout.createOrder", () => {
+  it("answers the same request twice with one order", async () => {
+    const userId = shopper();
+    const input = { requestId: randomUUID(), items: mug() };
+    const first = await caller(userId).checkout.createOrder(input);
+    const second = await caller(userId).checkout.createOrder(input);
+    expect(first).toMatchObject({ status: "PENDING_PAYMENT", amountCents: 2500, replayed: false });
+    expect(second).toEqual({ ...first, replayed: true });
+    expect(await counts(userId)).toEqual({ orders: 1, items: 1, records: 1 });
+  });
+
+  it("makes one order from 50 concurrent copies through the procedure", async () => {
+    const userId = shopper();
+    const input = { requestId: randomUUID(), items: [...mug(1), { skuId: "SKU-ESPRESSO", quantity: 2 }] };
+    const results = await Promise.allSettled(
+      Array.from({ length: 50 }, () => caller(userId).checkout.createOrder(input)),
+    );
+    const orderIds = new Set<string>();
+    for (const result of results) {
+      if (result.status === "fulfilled") orderIds.add(result.value.orderId);
+      else expect((result.reason as TRPCError).code).toBe("CONFLICT");
+    }
+    expect(orderIds.size).toBe(1);
+    expect(await counts(userId)).toEqual({ orders: 1, items: 2, records: 1 });
+  });
+
+  it("treats the same items in another order or split over lines as the same request", async () => {
+    const userId = shopper();
+    const requestId = randomUUID();
+    const first = await caller(userId).checkout.createOrder({
+      requestId,
+      items: [
+        { skuId: "SKU-MUG", quantity: 1 },
+        { skuId: "SKU-ESPRESSO", quantity: 1 },
+      ],
+    });
+    const again = await caller(userId).checkout.createOrder({
+      requestId,
+      items: [
+        { skuId: "SKU-ESPRESSO", quantity: 1 },
+        { skuId: "SKU-MUG", quantity: 1.0 },
+      ],
+    });
+    expect(again).toEqual({ ...first, replayed: true });
+  });
+
+  it("rejects a reused key with a different payload and writes nothing", async () => {
+    const userId = shopper();
+    const requestId = randomUUID();
+    await caller(userId).checkout.createOrder({ requestId, items: mug(2) });
+    expect(await trpcCode(caller(userId).checkout.createOrder({ requestId, items: mug(3) }))).toBe(
+      "UNPROCESSABLE_CONTENT",
+    );
+    expect(await counts(userId)).toEqual({ orders: 1, items: 1, records: 1 });
+    const [order] = await t.sql`SELECT amount_cents FROM orders WHERE user_id = ${userId}`;
+    expect(Number(order?.amount_cents)).toBe(2500);
+  });
+
+  it("stores and replays a business rejection: out of stock, unknown SKU", async () => {
+    const userId = shopper();
+    const soldOut = { requestId: randomUUID(), items: [{ skuId: "SKU-LIMITED", quantity: 4 }] };
+    expect(await trpcCode(caller(userId).checkout.createOrder(soldOut))).toBe("PRECONDITION_FAILED");
+    expect(await trpcCode(caller(userId).checkout.createOrder(soldOut))).toBe("PRECONDITION_FAILED");
+    const unknown = { requestId: randomUUID(), items: [{ skuId: "SKU-NOPE", quantity: 1 }] };
+    expect(await trpcCode(caller(userId).checkout.createOrder(unknown))).toBe("BAD_REQUEST");
+    const records = await t.sql`
+      SELECT status, response_body FROM idempotency_record WHERE user_id = ${userId} ORDER BY id`;
+    expect(records.map((r) => [r.status, r.response_body.code])).toEqual([
+      ["FAILED", "OUT_OF_STOCK"],
+      ["FAILED", "SKU_NOT_FOUND"],
+    ]);
+    expect((await counts(userId))?.orders).toBe(0);
+  });
+
+  it.each([
+    ["quantity 0", { requestId: "valid-key-0001", items: mug(0) }],
+    ["negative quantity", { requestId: "valid-key-0002", items: mug(-1) }],
+    ["absurd quantity", { requestId: "valid-key-0003", items: mug(1_000_000) }],
+    ["fractional quantity", { requestId: "valid-key-0004", items: mug(1.5) }],
+    ["no items", { requestId: "valid-key-0005", items: [] }],
+    ["malformed key", { requestId: "short", items: mug(1) }],
+    ["key with spaces", { requestId: "has spaces in it", items: mug(1) }],
+    [
+      "malformed SKU id",
+      { requestId: "valid-key-0006", items: [{ skuId: "'; DROP TABLE sku;--", quantity: 1 }] },
+    ],
+    [
+      "merged lines over the limit",
+      {
+        requestId: "valid-key-0007",
+        items: [
+          { skuId: "SKU-MUG", quantity: 60 },
+          { skuId: "SKU-MUG", quantity: 60 },
+        ],
+      },
+    ],
+  ])("refuses bad input (%s) with BAD_REQUEST and writes nothing", async (_name, input) => {
+    const userId = shopper();
+    expect(await trpcCode(caller(userId).checkout.createOrder(input as never))).toBe("BAD_REQUEST");
+    expect(await counts(userId)).toEqual({ orders: 0, items: 0, records: 0 });
+  });
+
+  it("keeps keys and orders private to their shopper", async () => {
+    const alice = shopper();
+    const bob = shopper();
+    const input = { requestId: randomUUID(), items: mug(1) };
+    const alicesOrder = await caller(alice).checkout.createOrder(input);
+    // Bob guessing Alice's key gets his own order, never a replay of hers.
+    const bobsOrder = await caller(bob).checkout.createOrder(input);
+    expect(bobsOrder.replayed).toBe(false);
+    expect(bobsOrder.orderId).not.toBe(alicesOrder.orderId);
+    expect(await trpcCode(caller(bob).orders.get({ orderId: alicesOrder.orderId }))).toBe("NOT_FOUND");
+    expect((await caller(bob).orders.list()).map((o) => o.orderId)).toEqual([bobsOrder.orderId]);
+    const mine = await caller(alice).orders.get({ orderId: alicesOrder.orderId });
+    expect(mine.items).toEqual([
+      { skuId: "SKU-MUG", name: "Enamel mug", quantity: 1, unitPriceCents: 1250, lineTotalCents: 1250 },
+    ]);
+  });
+
+  it("still answers with the one order after the key's record expired and was cleaned up", async () => {
+    const userId = shopper();
+    const input = { requestId: randomUUID(), items: mug(2) };
+    const shortLived = { ...app.idempotency, ttlMs: 20 };
+    const first = await createOrder(t.db, userId, input, { idempotency: shortLived });
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    await deleteExpiredRecords(t.db);
+    const again = await createOrder(t.db, userId, input, { idempotency: shortLived });
+    expect(again.orderId).toBe(first.orderId);
+    expect((await counts(userId))?.orders).toBe(1);
+    // A different cart under the old request id is still refused by the business key.
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    await expect(
+      createOrder(t.db, userId, { ...input, items: mug(5) }, { idempotency: shortLived }),
+    ).rejects.toMatchObject({ code: "IDEMPOTENCY_KEY_REUSED" });
+    expect((await counts(userId))?.orders).toBe(1);
+  });
+
+  it("lets a shopper place a second, different order with a new key", async () => {
+    const userId = shopper();
+    const a = await caller(userId).checkout.createOrder({ requestId: randomUUID(), items: mug(1) });
+    const b = await caller(userId).checkout.createOrder({ requestId: randomUUID(), items: mug(1) });
+    expect(a.orderId).not.toBe(b.orderId);
+    expect((await counts(userId))?.orders).toBe(2);
+  });
+});

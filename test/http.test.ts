@@ -1,0 +1,123 @@
+import { randomUUID } from "node:crypto";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type AppServer, HttpShopper, startAppServer } from "./support/app-server";
+import { createTestDatabase, type TestDatabase } from "./support/database";
+
+/** The built app under `next start`, two instances on two ports, one database. */
+let t: TestDatabase;
+let first: AppServer;
+let second: AppServer;
+
+beforeAll(async () => {
+  t = await createTestDatabase({ poolSize: 2 });
+  [first, second] = await Promise.all([
+    startAppServer({ databaseUrl: t.url }),
+    startAppServer({ databaseUrl: t.url }),
+  ]);
+});
+afterAll(async () => {
+  await Promise.all([first?.stop(), second?.stop()]);
+  await t.drop();
+});
+
+async function ordersOf(shopper: HttpShopper) {
+  const userId = shopper.sessionCookie.split("=")[1]?.split(".")[0] ?? "";
+  const rows = await t.sql<{ id: string }[]>`SELECT id FROM orders WHERE user_id = ${userId}`;
+  return rows.map((r) => r.id);
+}
+
+function checkAnswers(answers: Awaited<ReturnType<HttpShopper["mutation"]>>[]) {
+  const orderIds = new Set<unknown>();
+  for (const answer of answers) {
+    if (answer.status === 200) orderIds.add(answer.body.result?.data.json.orderId);
+    else {
+      // The only other acceptable answer: still in progress, retry later with the same key.
+      expect(answer.status).toBe(409);
+      expect(answer.headers.get("retry-after")).toBeTruthy();
+    }
+  }
+  return orderIds;
+}
+
+describe("over HTTP against next start", () => {
+  it("gives a first-time visitor a signed HttpOnly session cookie", async () => {
+    const shopper = new HttpShopper(first.baseUrl);
+    const page = await shopper.visit("/");
+    expect(page.status).toBe(200);
+    expect(page.headers.get("set-cookie")).toMatch(/^checkout_session=[0-9a-f-]{36}\.[\w-]+;.*HttpOnly/);
+  });
+
+  it("makes one order from 50 concurrent HTTP copies of one request", async () => {
+    const shopper = new HttpShopper(first.baseUrl);
+    await shopper.visit("/");
+    const input = { requestId: randomUUID(), items: [{ skuId: "SKU-MUG", quantity: 1 }] };
+    const answers = await Promise.all(
+      Array.from({ length: 50 }, () => shopper.mutation("checkout.createOrder", input)),
+    );
+    const orderIds = checkAnswers(answers);
+    expect(orderIds.size).toBe(1);
+    expect(await ordersOf(shopper)).toEqual([...orderIds]);
+  });
+
+  it("makes one order when copies go to two app instances at once", async () => {
+    const shopper = new HttpShopper(first.baseUrl);
+    await shopper.visit("/");
+    const input = { requestId: randomUUID(), items: [{ skuId: "SKU-ESPRESSO", quantity: 2 }] };
+    const answers = await Promise.all(
+      Array.from({ length: 40 }, (_, i) =>
+        shopper.mutation("checkout.createOrder", input, i % 2 ? second.baseUrl : first.baseUrl),
+      ),
+    );
+    const orderIds = checkAnswers(answers);
+    expect(orderIds.size).toBe(1);
+    expect(await ordersOf(shopper)).toEqual([...orderIds]);
+    const [record] =
+      await t.sql`SELECT status FROM idempotency_record WHERE idempotency_key = ${input.requestId}`;
+    expect(record?.status).toBe("SUCCESS");
+  });
+
+  it("answers a payload mismatch with 422 and bad input with 400, writing nothing", async () => {
+    const shopper = new HttpShopper(first.baseUrl);
+    await shopper.visit("/");
+    const requestId = randomUUID();
+    await shopper.mutation("checkout.createOrder", { requestId, items: [{ skuId: "SKU-MUG", quantity: 1 }] });
+    const mismatch = await shopper.mutation("checkout.createOrder", {
+      requestId,
+      items: [{ skuId: "SKU-MUG", quantity: 9 }],
+    });
+    expect(mismatch.status).toBe(422);
+    expect(mismatch.body.error?.json.data.domainCode).toBe("IDEMPOTENCY_KEY_REUSED");
+    const bad = await shopper.mutation("checkout.createOrder", { requestId: "x", items: [] });
+    expect(bad.status).toBe(400);
+    expect(bad.body.error?.json.message).toMatch(/requestId/);
+    const notJson = await fetch(`${first.baseUrl}/api/trpc/checkout.createOrder`, {
+      method: "POST",
+      headers: { cookie: shopper.sessionCookie, "content-type": "application/json" },
+      body: "{not json",
+    });
+    expect(notJson.status).toBe(400);
+    expect(await ordersOf(shopper)).toHaveLength(1);
+  });
+
+  it("hides one shopper's order from another, and ignores a forged cookie", async () => {
+    const alice = new HttpShopper(first.baseUrl);
+    await alice.visit("/");
+    const placed = await alice.mutation("checkout.createOrder", {
+      requestId: randomUUID(),
+      items: [{ skuId: "SKU-MUG", quantity: 1 }],
+    });
+    const orderId = placed.body.result?.data.json.orderId;
+    expect((await alice.query("orders.get", { orderId })).status).toBe(200);
+
+    const bob = new HttpShopper(second.baseUrl);
+    await bob.visit("/");
+    expect((await bob.query("orders.get", { orderId })).status).toBe(404);
+
+    const aliceId = alice.sessionCookie.split("=")[1]?.split(".")[0];
+    const mallory = new HttpShopper(first.baseUrl);
+    mallory.useCookie(`checkout_session=${aliceId}.forged-signature`);
+    const stolen = await mallory.query("orders.get", { orderId });
+    expect(stolen.status).toBe(404);
+    expect(mallory.sessionCookie).not.toContain(aliceId);
+  });
+});
