@@ -4,15 +4,20 @@
  * `tsx scripts/start.ts` for the production build (built first if needed).
  */
 import { type ChildProcess, spawn } from "node:child_process";
+import { rmSync } from "node:fs";
 import { getEnv } from "../src/env";
 import { ensureBuild, NEXT_BIN } from "./lib/build";
 import { prepareDatabase } from "./lib/database";
 
-const mode = process.argv[2] === "dev" ? "dev" : "start";
+const args = process.argv.slice(2);
+const mode = args.includes("dev") ? "dev" : "start";
+/** `--fresh`: start from an empty embedded database (end-to-end tests). */
+const fresh = args.includes("--fresh");
 const log = (message: string) => console.log(`[checkout] ${message}`);
 
 async function main() {
   const env = getEnv();
+  if (fresh && !env.DATABASE_URL) rmSync(env.DATA_DIR, { recursive: true, force: true });
   const database = await prepareDatabase(env, log);
   if (mode === "start") await ensureBuild(log);
 

@@ -76,18 +76,28 @@ describe("checkout.createOrder", () => {
     const first = await caller(userId).checkout.createOrder({
       requestId,
       items: [
-        { skuId: "SKU-MUG", quantity: 1 },
+        { skuId: "SKU-MUG", quantity: 2 },
         { skuId: "SKU-ESPRESSO", quantity: 1 },
       ],
     });
-    const again = await caller(userId).checkout.createOrder({
+    const reordered = await caller(userId).checkout.createOrder({
       requestId,
       items: [
         { skuId: "SKU-ESPRESSO", quantity: 1 },
-        { skuId: "SKU-MUG", quantity: 1.0 },
+        { skuId: "SKU-MUG", quantity: 2.0 },
       ],
     });
-    expect(again).toEqual({ ...first, replayed: true });
+    const split = await caller(userId).checkout.createOrder({
+      requestId,
+      items: [
+        { skuId: "SKU-MUG", quantity: 1 },
+        { skuId: "SKU-ESPRESSO", quantity: 1 },
+        { skuId: "SKU-MUG", quantity: 1 },
+      ],
+    });
+    expect(reordered).toEqual({ ...first, replayed: true });
+    expect(split).toEqual({ ...first, replayed: true });
+    expect((await counts(userId))?.orders).toBe(1);
   });
 
   it("rejects a reused key with a different payload and writes nothing", async () => {

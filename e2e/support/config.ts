@@ -1,0 +1,21 @@
+import { existsSync } from "node:fs";
+import { embeddedDatabaseUrl } from "../../src/env";
+
+/** The end-to-end app runs beside a developer's own (port 3000, embedded PG 54329). */
+export const E2E_PORT = 3100;
+export const E2E_PG_PORT = 54339;
+export const E2E_BASE_URL = `http://127.0.0.1:${E2E_PORT}`;
+
+export function e2eDatabaseUrl(external: string | undefined): string {
+  return external ?? embeddedDatabaseUrl(E2E_PG_PORT);
+}
+
+/**
+ * Browser downloads do not work everywhere: prefer CHROMIUM_PATH, then Debian's
+ * chromium, then Playwright's own browser for anyone who installed it.
+ */
+export function chromiumExecutable(fromEnv: string | undefined): string | undefined {
+  return [fromEnv, "/usr/bin/chromium", "/usr/bin/chromium-browser"].find(
+    (candidate): candidate is string => !!candidate && existsSync(candidate),
+  );
+}
