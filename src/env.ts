@@ -20,6 +20,7 @@ const schema = z.object({
   /** Folder for the embedded PostgreSQL's data, relative to the working directory. */
   DATA_DIR: z.string().min(1).default(".data/postgres"),
   DB_POOL_MAX: z.coerce.number().int().min(1).max(200).default(10),
+  DB_STATEMENT_TIMEOUT_MS: z.coerce.number().int().nonnegative().default(15_000),
   SESSION_SECRET: z.string().min(16).default("dev-only-session-secret-change-me"),
   IDEMPOTENCY_TTL_HOURS: z.coerce.number().positive().default(24),
   IDEMPOTENCY_LEASE_MS: z.coerce.number().int().positive().default(30_000),

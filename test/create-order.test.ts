@@ -1,7 +1,9 @@
 import { randomUUID } from "node:crypto";
 import { TRPCError } from "@trpc/server";
+import postgres from "postgres";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { AppContext } from "../src/server/app-context";
+import { closeDb, createDb } from "../src/server/db/client";
 import { deleteExpiredRecords } from "../src/server/idempotency";
 import { createOrder } from "../src/server/orders/create-order";
 import { createCaller } from "../src/server/trpc/root";
@@ -189,6 +191,31 @@ describe("checkout.createOrder", () => {
       createOrder(t.db, userId, { ...input, items: mug(5) }, { idempotency: shortLived }),
     ).rejects.toMatchObject({ code: "IDEMPOTENCY_KEY_REUSED" });
     expect((await counts(userId))?.orders).toBe(1);
+  });
+
+  it("leaves the key retryable after a transient database failure; the retry makes one order", async () => {
+    const userId = shopper();
+    const input = { requestId: randomUUID(), items: mug(1) };
+    const impatient = createDb(t.url, { max: 2, statementTimeoutMs: 300 });
+    const blocker = postgres(t.url, { max: 1, onnotice: () => {} });
+    try {
+      // Another session holds the orders table: the order insert times out, a real transient failure.
+      await blocker.begin(async (tx) => {
+        await tx`LOCK TABLE orders IN ACCESS EXCLUSIVE MODE`;
+        await expect(
+          createOrder(impatient, userId, input, { idempotency: app.idempotency }),
+        ).rejects.toMatchObject({ code: "SERVICE_UNAVAILABLE", details: { retryable: true } });
+      });
+      expect(await counts(userId)).toEqual({ orders: 0, items: 0, records: 0 });
+      const retried = await createOrder(impatient, userId, input, { idempotency: app.idempotency });
+      expect(retried.replayed).toBe(false);
+      const again = await createOrder(impatient, userId, input, { idempotency: app.idempotency });
+      expect(again).toEqual({ ...retried, replayed: true });
+      expect(await counts(userId)).toEqual({ orders: 1, items: 1, records: 1 });
+    } finally {
+      await closeDb(impatient);
+      await blocker.end();
+    }
   });
 
   it("lets a shopper place a second, different order with a new key", async () => {

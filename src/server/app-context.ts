@@ -20,7 +20,10 @@ export function getAppContext(): AppContext {
   if (globalForApp.checkoutApp) return globalForApp.checkoutApp;
   const env = getEnv();
   const app: AppContext = {
-    db: createDb(env.databaseUrl, { max: env.DB_POOL_MAX }),
+    db: createDb(env.databaseUrl, {
+      max: env.DB_POOL_MAX,
+      statementTimeoutMs: env.DB_STATEMENT_TIMEOUT_MS,
+    }),
     idempotency: {
       ttlMs: env.IDEMPOTENCY_TTL_HOURS * 60 * 60 * 1000,
       leaseMs: env.IDEMPOTENCY_LEASE_MS,

@@ -65,7 +65,8 @@ const CONNECTION_ERROR_CODES = new Set([
   "CONNECT_TIMEOUT",
 ]);
 /** SQLSTATE classes that mean "try again", not "your request is wrong". */
-const TRANSIENT_SQLSTATES = new Set(["40001", "40P01", "55P03", "57P01", "57P02", "57P03", "53300"]);
+// serialization failure, deadlock, lock not available, statement timeout, admin shutdown, too many connections
+const TRANSIENT_SQLSTATES = new Set(["40001", "40P01", "55P03", "57014", "57P01", "57P02", "57P03", "53300"]);
 
 /** Database unreachable, connection lost, serialization failure: worth retrying. */
 export function isTransientError(error: unknown): boolean {

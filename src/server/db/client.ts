@@ -9,15 +9,18 @@ export type Executor = Db | Tx;
 
 export interface CreateDbOptions {
   max?: number;
+  /** Server-side limit per statement; a statement that hits it fails as a transient error. */
+  statementTimeoutMs?: number;
 }
 
 export function createDb(url: string, options: CreateDbOptions = {}): Db {
   const client = postgres(url, {
     max: options.max ?? 10,
     onnotice: () => {},
-    // Drizzle turns bigint columns into numbers itself; keep postgres.js from doing
-    // anything clever with types we did not ask for.
-    connection: { application_name: "exactly-once-checkout" },
+    connection: {
+      application_name: "exactly-once-checkout",
+      ...(options.statementTimeoutMs ? { statement_timeout: options.statementTimeoutMs } : {}),
+    },
   });
   return drizzle({ client, schema, casing: "snake_case" });
 }
