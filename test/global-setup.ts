@@ -1,6 +1,5 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { chmod } from "node:fs/promises";
-import { createServer } from "node:net";
 import os from "node:os";
 import path from "node:path";
 import postgres from "postgres";
@@ -11,6 +10,7 @@ import { getEnv } from "../src/env";
 import { createDb } from "../src/server/db/client";
 import { runMigrations } from "../src/server/db/migrate";
 import { seedCatalogue } from "../src/server/db/seed";
+import { freePort } from "./support/app-server";
 import { databaseUrl, uniqueName } from "./support/names";
 
 declare module "vitest" {
@@ -71,15 +71,4 @@ export default async function setup(project: TestProject) {
     await admin.end();
     for (const cleanup of cleanups) await cleanup();
   };
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      server.close(() => resolve(typeof address === "object" && address ? address.port : 0));
-    });
-  });
 }
