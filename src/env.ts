@@ -26,10 +26,25 @@ const schema = z.object({
   IDEMPOTENCY_LEASE_MS: z.coerce.number().int().positive().default(30_000),
   IDEMPOTENCY_WAIT_MS: z.coerce.number().int().nonnegative().default(5_000),
   IDEMPOTENCY_CLEANUP_INTERVAL_MS: z.coerce.number().int().nonnegative().default(60_000),
+  /** Where the mock provider sends notifications; defaults to this instance (http://127.0.0.1:PORT). */
+  APP_BASE_URL: z.url().optional(),
+  /** Shared between the merchant and the mock provider, as with a real provider's webhook secret. */
+  PROVIDER_WEBHOOK_SECRET: z.string().min(16).default("whsec_dev_only_change_me_0123456789"),
+  PROVIDER_APP_ID: z.string().min(1).default("app_checkout_demo"),
+  /** Notification timestamps older or newer than this are refused. */
+  PAYMENT_TIMESTAMP_TOLERANCE_S: z.coerce.number().int().positive().default(300),
+  /** Compresses the provider's retry schedule: 0.01 turns 15 s into 150 ms. */
+  PROVIDER_TIME_SCALE: z.coerce.number().positive().max(1).default(0.1),
+  /** Send duplicates like real providers (two at once, one more after success). */
+  PROVIDER_SEND_DUPLICATES: z
+    .enum(["true", "false"])
+    .default("true")
+    .transform((v) => v === "true"),
+  PROVIDER_DELIVERY_POLL_MS: z.coerce.number().int().nonnegative().default(250),
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
 });
 
-export type Env = z.infer<typeof schema> & { databaseUrl: string };
+export type Env = z.infer<typeof schema> & { databaseUrl: string; appBaseUrl: string };
 
 export function embeddedDatabaseUrl(port: number, database = "checkout"): string {
   return `postgres://postgres:password@127.0.0.1:${port}/${database}`;
@@ -41,7 +56,11 @@ function load(): Env {
     throw new Error(`Invalid environment:\n${z.prettifyError(parsed.error)}`);
   }
   const env = parsed.data;
-  return { ...env, databaseUrl: env.DATABASE_URL ?? embeddedDatabaseUrl(env.EMBEDDED_PG_PORT) };
+  return {
+    ...env,
+    databaseUrl: env.DATABASE_URL ?? embeddedDatabaseUrl(env.EMBEDDED_PG_PORT),
+    appBaseUrl: (env.APP_BASE_URL ?? `http://127.0.0.1:${env.PORT}`).replace(/\/$/, ""),
+  };
 }
 
 let cached: Env | undefined;

@@ -7,6 +7,7 @@ import { closeDb, createDb } from "../src/server/db/client";
 import { deleteExpiredRecords } from "../src/server/idempotency";
 import { createOrder } from "../src/server/orders/create-order";
 import { createCaller } from "../src/server/trpc/root";
+import { testAppContext } from "./support/app-context";
 import { createTestDatabase, type TestDatabase } from "./support/database";
 
 let t: TestDatabase;
@@ -14,12 +15,7 @@ let app: AppContext;
 
 beforeAll(async () => {
   t = await createTestDatabase({ poolSize: 30 });
-  app = {
-    db: t.db,
-    idempotency: { ttlMs: 60_000, leaseMs: 10_000, waitMs: 5_000 },
-    sessionSecret: "test-secret-test-secret",
-    secureCookies: false,
-  };
+  app = testAppContext(t.db);
 });
 afterAll(() => t.drop());
 

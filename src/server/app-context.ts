@@ -1,6 +1,9 @@
 import { getEnv } from "../env";
 import { createDb, type Db } from "./db/client";
 import type { IdempotencyConfig } from "./idempotency";
+import type { PaymentDeps } from "./payments/create-payment";
+import type { NotifyDeps } from "./payments/notify";
+import type { DeliveryDeps } from "./provider/delivery";
 
 /**
  * The composition root of the running app: the one place that turns settings
@@ -12,6 +15,9 @@ export interface AppContext {
   idempotency: IdempotencyConfig;
   sessionSecret: string;
   secureCookies: boolean;
+  payments: PaymentDeps & NotifyDeps;
+  /** The mock provider's own settings (it shares only the webhook secret with the merchant). */
+  provider: DeliveryDeps & { appId: string; pollMs: number };
 }
 
 const globalForApp = globalThis as unknown as { checkoutApp?: AppContext };
@@ -31,6 +37,19 @@ export function getAppContext(): AppContext {
     },
     sessionSecret: env.SESSION_SECRET,
     secureCookies: false,
+    payments: {
+      appId: env.PROVIDER_APP_ID,
+      webhookSecret: env.PROVIDER_WEBHOOK_SECRET,
+      baseUrl: env.appBaseUrl,
+      toleranceS: env.PAYMENT_TIMESTAMP_TOLERANCE_S,
+    },
+    provider: {
+      appId: env.PROVIDER_APP_ID,
+      webhookSecret: env.PROVIDER_WEBHOOK_SECRET,
+      timeScale: env.PROVIDER_TIME_SCALE,
+      sendDuplicates: env.PROVIDER_SEND_DUPLICATES,
+      pollMs: env.PROVIDER_DELIVERY_POLL_MS,
+    },
   };
   globalForApp.checkoutApp = app;
   return app;

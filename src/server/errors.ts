@@ -13,6 +13,7 @@ export const DOMAIN_ERROR_CODES = [
   "SKU_NOT_FOUND",
   "OUT_OF_STOCK",
   "ORDER_NOT_FOUND",
+  "ORDER_NOT_PAYABLE",
 ] as const;
 
 export type DomainErrorCode = (typeof DOMAIN_ERROR_CODES)[number];

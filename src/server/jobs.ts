@@ -2,6 +2,7 @@ import { getEnv } from "../env";
 import { getAppContext } from "./app-context";
 import { deleteExpiredRecords } from "./idempotency";
 import { getLogger } from "./logger";
+import { deliverDueNotifications } from "./provider/delivery";
 
 const globalForJobs = globalThis as unknown as { checkoutJobs?: NodeJS.Timeout[] };
 
@@ -21,5 +22,26 @@ export function startBackgroundJobs(): void {
     timer.unref();
     timers.push(timer);
   }
+  startProviderDelivery(timers);
   globalForJobs.checkoutJobs = timers;
+}
+
+/** The mock provider's delivery worker: sends due notifications until merchants acknowledge them. */
+function startProviderDelivery(timers: NodeJS.Timeout[]): void {
+  const { db, provider } = getAppContext();
+  if (provider.pollMs <= 0) return;
+  const tick = async () => {
+    try {
+      while ((await deliverDueNotifications(db, provider)) > 0) {
+        // keep going while there is work
+      }
+    } catch (err) {
+      getLogger().warn({ err }, "provider delivery failed; will retry");
+    } finally {
+      const timer = setTimeout(tick, provider.pollMs);
+      timer.unref();
+      timers[timers.length - 1] = timer;
+    }
+  };
+  timers.push(setTimeout(tick, provider.pollMs));
 }

@@ -1,13 +1,23 @@
 "use client";
 import { useQuery } from "@tanstack/react-query";
 import Link from "next/link";
+import { usePayOrder } from "../hooks/use-pay-order";
 import { formatMoney } from "../money";
-import { errorData } from "../retry";
+import { errorData, errorMessage } from "../retry";
 import { useTRPC } from "../trpc";
 
 export function OrderView({ orderId }: { orderId: string }) {
   const trpc = useTRPC();
-  const order = useQuery(trpc.orders.get.queryOptions({ orderId }, { retry: false }));
+  const order = useQuery(
+    trpc.orders.get.queryOptions(
+      { orderId },
+      {
+        retry: false,
+        // While a payment may be arriving, watch the status change without a reload.
+        refetchInterval: (query) => (query.state.data?.status === "PENDING_PAYMENT" ? 1_000 : false),
+      },
+    ),
+  );
 
   if (order.isLoading) return <p>Loading the order…</p>;
   if (order.error) {
@@ -56,9 +66,61 @@ export function OrderView({ orderId }: { orderId: string }) {
           ))}
         </tbody>
       </table>
+      {data.status === "PENDING_PAYMENT" && <PayButton orderId={data.orderId} />}
+      <PaymentTimeline orderId={data.orderId} live={data.status === "PENDING_PAYMENT"} />
       <p>
         <Link href="/">Continue shopping</Link>
       </p>
     </article>
+  );
+}
+
+function PayButton({ orderId }: { orderId: string }) {
+  const { pay, isPending, error } = usePayOrder(orderId);
+  return (
+    <div className="pay">
+      <button type="button" className="primary" disabled={isPending} onClick={pay}>
+        {isPending ? "Opening payment…" : "Pay"}
+      </button>
+      {error && (
+        <p role="alert" className="error">
+          {errorMessage(error)}
+        </p>
+      )}
+    </div>
+  );
+}
+
+function PaymentTimeline({ orderId, live }: { orderId: string; live: boolean }) {
+  const trpc = useTRPC();
+  const timeline = useQuery(
+    trpc.payments.timeline.queryOptions({ orderId }, { refetchInterval: live ? 1_000 : 5_000 }),
+  );
+  const data = timeline.data;
+  if (!data || data.payments.length === 0) return null;
+  return (
+    <section aria-labelledby="timeline-heading">
+      <h3 id="timeline-heading">Payment timeline</h3>
+      <ul className="timeline">
+        {data.payments.map((p) => (
+          <li key={p.outTradeNo}>
+            Payment <code>{p.outTradeNo}</code>: <strong data-testid="payment-status">{p.status}</strong>
+            {p.transactionId && (
+              <>
+                {" "}
+                · transaction <code>{p.transactionId}</code>
+              </>
+            )}
+          </li>
+        ))}
+        {data.notifications.map((n) => (
+          <li key={n.id} data-testid="notification">
+            {n.receivedAt.toLocaleTimeString()} · {n.type ?? "?"} · <strong>{n.outcome}</strong> (
+            {n.httpStatus}){n.alert && <span className="alert"> · alert</span>}{" "}
+            <span className="muted">{n.detail}</span>
+          </li>
+        ))}
+      </ul>
+    </section>
   );
 }

@@ -1,6 +1,7 @@
 import { sql } from "drizzle-orm";
 import {
   bigint,
+  boolean,
   check,
   index,
   integer,
@@ -107,4 +108,180 @@ export const idempotencyRecord = pgTable(
       sql.raw(`status IN (${IDEMPOTENCY_STATUSES.map((s) => `'${s}'`).join(", ")})`),
     ),
   ],
+);
+
+// ---------------------------------------------------------------------------
+// Payments, merchant side
+
+export const PAYMENT_STATUSES = ["PENDING", "SUCCESS", "CLOSED", "FAILED"] as const;
+export type PaymentStatus = (typeof PAYMENT_STATUSES)[number];
+
+export const paymentOrder = pgTable(
+  "payment_order",
+  {
+    id: uuid().primaryKey().defaultRandom(),
+    orderId: uuid()
+      .notNull()
+      .references(() => orders.id),
+    outTradeNo: text().notNull(),
+    amountCents: bigint({ mode: "number" }).notNull(),
+    currency: text().notNull(),
+    status: text({ enum: PAYMENT_STATUSES }).notNull().default("PENDING"),
+    transactionId: text(),
+    paidAt: timestamp({ withTimezone: true }),
+    createdAt: createdAt(),
+    updatedAt: createdAt(),
+  },
+  (t) => [
+    uniqueIndex("payment_order_out_trade_no_uq").on(t.outTradeNo),
+    uniqueIndex("payment_order_transaction_id_uq").on(t.transactionId),
+    // One open (or successful) payment per order; a closed one may be followed by a new one.
+    uniqueIndex("payment_order_open_per_order_uq").on(t.orderId).where(sql`status IN ('PENDING', 'SUCCESS')`),
+    check(
+      "payment_order_status_valid",
+      sql.raw(`status IN (${PAYMENT_STATUSES.map((s) => `'${s}'`).join(", ")})`),
+    ),
+    check("payment_order_amount_positive", sql`${t.amountCents} > 0`),
+  ],
+);
+
+export const NOTIFICATION_OUTCOMES = [
+  "PROCESSED",
+  "DUPLICATE",
+  "IGNORED",
+  "BAD_SIGNATURE",
+  "STALE_TIMESTAMP",
+  "WRONG_APP",
+  "MALFORMED",
+  "UNKNOWN_PAYMENT",
+  "AMOUNT_MISMATCH",
+  "ERROR",
+] as const;
+export type NotificationOutcome = (typeof NOTIFICATION_OUTCOMES)[number];
+
+/** Every notification the merchant received, valid or not, with what it did about it. */
+export const paymentNotification = pgTable(
+  "payment_notification",
+  {
+    id: bigint({ mode: "number" }).primaryKey().generatedAlwaysAsIdentity(),
+    notificationId: text(),
+    deliveryId: text(),
+    outTradeNo: text(),
+    type: text(),
+    outcome: text({ enum: NOTIFICATION_OUTCOMES }).notNull(),
+    detail: text().notNull().default(""),
+    /** Needs a person: an amount mismatch, say. */
+    alert: boolean().notNull().default(false),
+    httpStatus: integer().notNull(),
+    receivedAt: createdAt(),
+  },
+  (t) => [
+    index("payment_notification_out_trade_no_idx").on(t.outTradeNo, t.receivedAt),
+    check(
+      "payment_notification_outcome_valid",
+      sql.raw(`outcome IN (${NOTIFICATION_OUTCOMES.map((s) => `'${s}'`).join(", ")})`),
+    ),
+  ],
+);
+
+/** Events written in the same transaction as the state change they announce. */
+export const outboxEvent = pgTable(
+  "outbox_event",
+  {
+    id: uuid().primaryKey().defaultRandom(),
+    eventType: text().notNull(),
+    aggregateType: text().notNull(),
+    aggregateId: text().notNull(),
+    /** One event per business fact, e.g. `OrderPaid:<order id>`. */
+    dedupeKey: text().notNull(),
+    payload: jsonb().notNull(),
+    createdAt: createdAt(),
+    publishedAt: timestamp({ withTimezone: true }),
+  },
+  (t) => [
+    uniqueIndex("outbox_event_dedupe_key_uq").on(t.dedupeKey),
+    index("outbox_event_unpublished_idx").on(t.createdAt).where(sql`published_at IS NULL`),
+  ],
+);
+
+// ---------------------------------------------------------------------------
+// The mock payment provider: its own tables; it talks to the merchant over HTTP only.
+
+export const PROVIDER_TRADE_STATUSES = ["WAITING", "PAID", "CLOSED"] as const;
+
+export const providerTrade = pgTable(
+  "provider_trade",
+  {
+    id: uuid().primaryKey().defaultRandom(),
+    appId: text().notNull(),
+    outTradeNo: text().notNull(),
+    amountCents: bigint({ mode: "number" }).notNull(),
+    currency: text().notNull(),
+    notifyUrl: text().notNull(),
+    returnUrl: text().notNull(),
+    status: text({ enum: PROVIDER_TRADE_STATUSES }).notNull().default("WAITING"),
+    transactionId: text(),
+    paidAt: timestamp({ withTimezone: true }),
+    /** Fault injection: deliveries for this trade are dropped for good. */
+    dropNotifications: boolean().notNull().default(false),
+    createdAt: createdAt(),
+    updatedAt: createdAt(),
+  },
+  (t) => [
+    uniqueIndex("provider_trade_app_out_trade_no_uq").on(t.appId, t.outTradeNo),
+    uniqueIndex("provider_trade_transaction_id_uq").on(t.transactionId),
+    check(
+      "provider_trade_status_valid",
+      sql.raw(`status IN (${PROVIDER_TRADE_STATUSES.map((s) => `'${s}'`).join(", ")})`),
+    ),
+  ],
+);
+
+export const PROVIDER_NOTIFICATION_STATUSES = ["PENDING", "DELIVERED", "GAVE_UP"] as const;
+
+export const providerNotification = pgTable(
+  "provider_notification",
+  {
+    /** The notification id: one per business fact, the same on every redelivery. */
+    id: text().primaryKey(),
+    tradeId: uuid()
+      .notNull()
+      .references(() => providerTrade.id),
+    type: text().notNull(),
+    body: jsonb().notNull(),
+    status: text({ enum: PROVIDER_NOTIFICATION_STATUSES }).notNull().default("PENDING"),
+    attempts: integer().notNull().default(0),
+    nextAttemptAt: timestamp({ withTimezone: true }).notNull().defaultNow(),
+    createdAt: createdAt(),
+    deliveredAt: timestamp({ withTimezone: true }),
+  },
+  (t) => [
+    uniqueIndex("provider_notification_trade_type_uq").on(t.tradeId, t.type),
+    index("provider_notification_due_idx").on(t.nextAttemptAt).where(sql`status = 'PENDING'`),
+    check(
+      "provider_notification_status_valid",
+      sql.raw(`status IN (${PROVIDER_NOTIFICATION_STATUSES.map((s) => `'${s}'`).join(", ")})`),
+    ),
+  ],
+);
+
+export const providerDeliveryAttempt = pgTable(
+  "provider_delivery_attempt",
+  {
+    /** The delivery id: new for every attempt. */
+    id: uuid().primaryKey().defaultRandom(),
+    notificationId: text()
+      .notNull()
+      .references(() => providerNotification.id),
+    attemptNo: integer().notNull(),
+    /** SCHEDULED, DUPLICATE, or the fault that was injected. */
+    kind: text().notNull(),
+    startedAt: createdAt(),
+    latencyMs: integer().notNull(),
+    httpStatus: integer(),
+    responseBody: text(),
+    error: text(),
+    ok: boolean().notNull(),
+  },
+  (t) => [index("provider_delivery_attempt_notification_idx").on(t.notificationId, t.startedAt)],
 );

@@ -18,6 +18,7 @@ export const TRPC_CODE_BY_DOMAIN_CODE: Record<DomainErrorCode, TrpcCode> = {
   SKU_NOT_FOUND: "BAD_REQUEST",
   OUT_OF_STOCK: "PRECONDITION_FAILED",
   ORDER_NOT_FOUND: "NOT_FOUND",
+  ORDER_NOT_PAYABLE: "PRECONDITION_FAILED",
 };
 
 const t = initTRPC.context<TrpcContext>().create({

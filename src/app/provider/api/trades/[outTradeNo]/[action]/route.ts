@@ -1,0 +1,24 @@
+import { getAppContext } from "../../../../../../server/app-context";
+import { cancelTrade, confirmTrade } from "../../../../../../server/provider/trades";
+
+export const dynamic = "force-dynamic";
+
+/** The hosted pay page's buttons (plain HTML forms): pay or cancel, then back to the merchant. */
+export async function POST(
+  _req: Request,
+  { params }: { params: Promise<{ outTradeNo: string; action: string }> },
+) {
+  const { outTradeNo, action } = await params;
+  const app = getAppContext();
+  if (action !== "confirm" && action !== "cancel") return new Response("unknown action", { status: 404 });
+  try {
+    const trade =
+      action === "confirm"
+        ? await confirmTrade(app.db, app.provider.appId, outTradeNo)
+        : await cancelTrade(app.db, app.provider.appId, outTradeNo);
+    const back = trade.returnUrl.startsWith("/") ? trade.returnUrl : "/";
+    return new Response(null, { status: 303, headers: { location: back } });
+  } catch {
+    return new Response("no such trade", { status: 404 });
+  }
+}

@@ -1,0 +1,71 @@
+import { getAppContext } from "../../../../server/app-context";
+import { payRequestSchema } from "../../../../server/provider/contract";
+import { openTrade, type ProviderTrade } from "../../../../server/provider/trades";
+
+export const dynamic = "force-dynamic";
+
+function money(cents: number, currency: string) {
+  return new Intl.NumberFormat("en-US", { style: "currency", currency }).format(cents / 100);
+}
+
+/** MockPay's hosted page: what the shopper sees after "Pay" on the merchant's order page. */
+export default async function PayPage({
+  searchParams,
+}: {
+  params: Promise<{ outTradeNo: string }>;
+  searchParams: Promise<Record<string, string | string[] | undefined>>;
+}) {
+  const parsed = payRequestSchema.safeParse(await searchParams);
+  let trade: ProviderTrade | undefined;
+  let problem: string | undefined;
+  if (!parsed.success) problem = "This payment link is incomplete.";
+  else {
+    const { sig, ...request } = parsed.data;
+    try {
+      trade = await openTrade(getAppContext().db, request, sig, getAppContext().provider.webhookSecret);
+    } catch (error) {
+      problem = error instanceof Error ? error.message : "This payment link is not valid.";
+    }
+  }
+  return (
+    <section className="provider" aria-labelledby="provider-heading">
+      <p className="muted small">MockPay · a simulated payment provider</p>
+      <h2 id="provider-heading">Pay {trade ? money(trade.amountCents, trade.currency) : ""}</h2>
+      {problem && <p role="alert">{problem}</p>}
+      {trade && (
+        <>
+          <dl className="facts">
+            <dt>Merchant trade</dt>
+            <dd>
+              <code>{trade.outTradeNo}</code>
+            </dd>
+            <dt>Status</dt>
+            <dd data-testid="trade-status">{trade.status}</dd>
+          </dl>
+          {trade.status === "WAITING" ? (
+            <div className="actions">
+              <form
+                method="post"
+                action={`/provider/api/trades/${encodeURIComponent(trade.outTradeNo)}/confirm`}
+              >
+                <button type="submit" className="primary">
+                  Confirm payment
+                </button>
+              </form>
+              <form
+                method="post"
+                action={`/provider/api/trades/${encodeURIComponent(trade.outTradeNo)}/cancel`}
+              >
+                <button type="submit">Cancel</button>
+              </form>
+            </div>
+          ) : (
+            <p>
+              <a href={trade.returnUrl}>Back to the shop</a>
+            </p>
+          )}
+        </>
+      )}
+    </section>
+  );
+}

@@ -1,0 +1,225 @@
+import { eq, sql } from "drizzle-orm";
+import type { Db, Tx } from "../db/client";
+import {
+  type NotificationOutcome,
+  orders,
+  outboxEvent,
+  paymentNotification,
+  paymentOrder,
+} from "../db/schema";
+import {
+  MERCHANT_SUCCESS_BODY,
+  type NotificationBody,
+  notificationBodySchema,
+  verifyBodySignature,
+} from "../provider/contract";
+
+export interface NotifyDeps {
+  webhookSecret: string;
+  appId: string;
+  toleranceS: number;
+  now?: () => Date;
+}
+
+export interface RawNotification {
+  body: string;
+  signature: string | null;
+  deliveryId: string | null;
+}
+
+export interface NotifyAnswer {
+  httpStatus: number;
+  body: { code: "SUCCESS" | "FAIL"; message?: string };
+}
+
+interface Verdict {
+  outcome: NotificationOutcome;
+  httpStatus: number;
+  detail: string;
+  alert?: boolean;
+}
+
+const ok = (outcome: NotificationOutcome, detail: string, alert = false): Verdict => ({
+  outcome,
+  httpStatus: 200,
+  detail,
+  alert,
+});
+const refuse = (
+  outcome: NotificationOutcome,
+  httpStatus: number,
+  detail: string,
+  alert = false,
+): Verdict => ({
+  outcome,
+  httpStatus,
+  detail,
+  alert,
+});
+
+/**
+ * The merchant's side of a provider notification. Checks, in order: signature
+ * and timestamp, app id, payment exists, amount and currency; then applies the
+ * fact with conditional updates, so any number of copies, in any order and at
+ * the same moment, change the state once. Every notification is recorded with
+ * its outcome. A 200 tells the provider to stop; anything else, to send again.
+ */
+export async function handlePaymentNotification(
+  db: Db,
+  raw: RawNotification,
+  deps: NotifyDeps,
+): Promise<NotifyAnswer> {
+  const nowS = Math.floor((deps.now?.() ?? new Date()).getTime() / 1000);
+  const signature = verifyBodySignature(deps.webhookSecret, raw.body, raw.signature, nowS, deps.toleranceS);
+  const parsed = parseBody(raw.body);
+  const base = {
+    deliveryId: raw.deliveryId?.slice(0, 100) ?? null,
+    notificationId: parsed?.id ?? null,
+    outTradeNo: parsed?.out_trade_no ?? null,
+    type: parsed?.type ?? null,
+  };
+  const record = async (executor: Db | Tx, verdict: Verdict) => {
+    await executor.insert(paymentNotification).values({
+      ...base,
+      outcome: verdict.outcome,
+      detail: verdict.detail,
+      alert: verdict.alert ?? false,
+      httpStatus: verdict.httpStatus,
+    });
+    return answer(verdict);
+  };
+
+  if (signature !== "OK") {
+    const outcome =
+      signature === "STALE_TIMESTAMP"
+        ? "STALE_TIMESTAMP"
+        : signature === "MALFORMED"
+          ? "MALFORMED"
+          : "BAD_SIGNATURE";
+    return record(db, refuse(outcome, 401, `signature check failed: ${signature}`));
+  }
+  if (!parsed) return record(db, refuse("MALFORMED", 400, "body is not a valid notification"));
+  if (parsed.app_id !== deps.appId)
+    return record(db, refuse("WRONG_APP", 400, `unknown app id ${parsed.app_id}`));
+
+  return db.transaction(async (tx) => {
+    const verdict = await applyNotification(tx, parsed);
+    return record(tx, verdict);
+  });
+}
+
+function parseBody(body: string): NotificationBody | null {
+  try {
+    const result = notificationBodySchema.safeParse(JSON.parse(body));
+    return result.success ? result.data : null;
+  } catch {
+    return null;
+  }
+}
+
+function answer(verdict: Verdict): NotifyAnswer {
+  return verdict.httpStatus === 200
+    ? { httpStatus: 200, body: MERCHANT_SUCCESS_BODY }
+    : { httpStatus: verdict.httpStatus, body: { code: "FAIL", message: verdict.detail } };
+}
+
+async function applyNotification(tx: Tx, n: NotificationBody): Promise<Verdict> {
+  const [payment] = await tx.select().from(paymentOrder).where(eq(paymentOrder.outTradeNo, n.out_trade_no));
+  if (!payment) return refuse("UNKNOWN_PAYMENT", 404, `no payment ${n.out_trade_no}`);
+  if (payment.amountCents !== n.amount_cents || payment.currency !== n.currency) {
+    return refuse(
+      "AMOUNT_MISMATCH",
+      400,
+      `expected ${payment.amountCents} ${payment.currency}, notified ${n.amount_cents} ${n.currency}`,
+      true,
+    );
+  }
+  switch (n.type) {
+    case "payment.succeeded":
+      return applySuccess(tx, payment.id, payment.orderId, n);
+    case "payment.closed":
+      return applyClosed(tx, payment.id);
+    default:
+      return ok("IGNORED", `type ${n.type} is not handled here`);
+  }
+}
+
+async function applySuccess(
+  tx: Tx,
+  paymentId: string,
+  orderId: string,
+  n: NotificationBody,
+): Promise<Verdict> {
+  if (!n.transaction_id) return refuse("MALFORMED", 400, "a success needs a transaction_id");
+  const [moved] = await tx
+    .update(paymentOrder)
+    .set({ status: "SUCCESS", transactionId: n.transaction_id, paidAt: sql`now()`, updatedAt: sql`now()` })
+    .where(sql`${paymentOrder.id} = ${paymentId} AND ${paymentOrder.status} = 'PENDING'`)
+    .returning({ id: paymentOrder.id });
+  if (!moved) {
+    // Zero rows: already decided. Say success for the fact we already have.
+    const [current] = await tx
+      .select({ status: paymentOrder.status, transactionId: paymentOrder.transactionId })
+      .from(paymentOrder)
+      .where(eq(paymentOrder.id, paymentId));
+    if (current?.status === "SUCCESS" && current.transactionId === n.transaction_id) {
+      return ok("DUPLICATE", "already processed");
+    }
+    if (current?.status === "SUCCESS") {
+      return ok(
+        "DUPLICATE",
+        `paid already under transaction ${current.transactionId}; this one differs`,
+        true,
+      );
+    }
+    return ok(
+      "DUPLICATE",
+      `payment is ${current?.status}; money received after closing must be refunded`,
+      true,
+    );
+  }
+  const [paid] = await tx
+    .update(orders)
+    .set({ status: "PAID", updatedAt: sql`now()` })
+    .where(sql`${orders.id} = ${orderId} AND ${orders.status} = 'PENDING_PAYMENT'`)
+    .returning({
+      id: orders.id,
+      amountCents: orders.amountCents,
+      currency: orders.currency,
+      userId: orders.userId,
+    });
+  if (paid) {
+    await tx
+      .insert(outboxEvent)
+      .values({
+        eventType: "OrderPaid",
+        aggregateType: "order",
+        aggregateId: orderId,
+        dedupeKey: `OrderPaid:${orderId}`,
+        payload: {
+          orderId,
+          userId: paid.userId,
+          amountCents: paid.amountCents,
+          currency: paid.currency,
+          outTradeNo: n.out_trade_no,
+          transactionId: n.transaction_id,
+        },
+      })
+      .onConflictDoNothing({ target: outboxEvent.dedupeKey });
+  }
+  return ok(
+    "PROCESSED",
+    paid ? "payment succeeded; order paid" : "payment succeeded; order was not awaiting payment",
+    !paid,
+  );
+}
+
+async function applyClosed(tx: Tx, paymentId: string): Promise<Verdict> {
+  const [closed] = await tx
+    .update(paymentOrder)
+    .set({ status: "CLOSED", updatedAt: sql`now()` })
+    .where(sql`${paymentOrder.id} = ${paymentId} AND ${paymentOrder.status} = 'PENDING'`)
+    .returning({ id: paymentOrder.id });
+  if (closed) return ok("PROCESSED", "payment closed");
+  return ok("IGNORED", "payment already decided; a late close changes nothing");
+}

@@ -1,0 +1,102 @@
+import { createHmac, timingSafeEqual } from "node:crypto";
+import { z } from "zod";
+
+/**
+ * The mock provider's published contract (docs/provider-contract.md): what a
+ * real provider's SDK would give a merchant. Both sides use it; nothing else
+ * is shared between them but HTTP.
+ */
+export const SIGNATURE_HEADER = "provider-signature";
+export const DELIVERY_ID_HEADER = "provider-delivery-id";
+
+export const NOTIFICATION_TYPES = ["payment.succeeded", "payment.closed", "refund.succeeded"] as const;
+
+export const notificationBodySchema = z.object({
+  id: z.string().min(1).max(100),
+  type: z.string().min(1).max(100),
+  app_id: z.string().min(1).max(100),
+  out_trade_no: z.string().min(1).max(64),
+  transaction_id: z.string().min(1).max(64).nullable(),
+  amount_cents: z.number().int().nonnegative(),
+  currency: z.string().length(3),
+  created_at: z.string().min(1).max(40),
+});
+export type NotificationBody = z.infer<typeof notificationBodySchema>;
+
+export const MERCHANT_SUCCESS_BODY = { code: "SUCCESS" } as const;
+
+function hmac(secret: string, message: string): string {
+  return createHmac("sha256", secret).update(message).digest("hex");
+}
+
+/** `t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<raw body>">` */
+export function signBody(secret: string, rawBody: string, timestampS: number): string {
+  return `t=${timestampS},v1=${hmac(secret, `${timestampS}.${rawBody}`)}`;
+}
+
+export type SignatureCheck = "OK" | "MALFORMED" | "BAD_SIGNATURE" | "STALE_TIMESTAMP";
+
+export function verifyBodySignature(
+  secret: string,
+  rawBody: string,
+  header: string | null | undefined,
+  nowS: number,
+  toleranceS: number,
+): SignatureCheck {
+  if (!header || header.length > 500) return "MALFORMED";
+  const parts = new Map(
+    header.split(",").map((part) => {
+      const eq = part.indexOf("=");
+      return [part.slice(0, eq).trim(), part.slice(eq + 1).trim()] as const;
+    }),
+  );
+  const t = parts.get("t");
+  const v1 = parts.get("v1");
+  if (!t || !/^\d{1,12}$/.test(t) || !v1 || !/^[0-9a-f]{64}$/.test(v1)) return "MALFORMED";
+  // Signature first: an attacker learns nothing about our clock from a forged request.
+  if (!constantTimeEqual(v1, hmac(secret, `${t}.${rawBody}`))) return "BAD_SIGNATURE";
+  return Math.abs(nowS - Number(t)) > toleranceS ? "STALE_TIMESTAMP" : "OK";
+}
+
+function constantTimeEqual(a: string, b: string): boolean {
+  const left = Buffer.from(a);
+  const right = Buffer.from(b);
+  return left.length === right.length && timingSafeEqual(left, right);
+}
+
+/** The hosted pay page's parameters, signed by the merchant so nobody can change the amount. */
+export interface PayRequest {
+  app_id: string;
+  out_trade_no: string;
+  amount_cents: number;
+  currency: string;
+  notify_url: string;
+  return_url: string;
+  t: number;
+}
+
+function canonicalQuery(params: PayRequest): string {
+  return (Object.keys(params) as (keyof PayRequest)[])
+    .sort()
+    .map((key) => `${key}=${encodeURIComponent(String(params[key]))}`)
+    .join("&");
+}
+
+export function signPayRequest(secret: string, params: PayRequest): string {
+  return hmac(secret, `pay:${canonicalQuery(params)}`);
+}
+
+export function verifyPayRequest(secret: string, params: PayRequest, sig: string): boolean {
+  return /^[0-9a-f]{64}$/.test(sig) && constantTimeEqual(sig, signPayRequest(secret, params));
+}
+
+export const payRequestSchema = z.object({
+  app_id: z.string().min(1).max(100),
+  out_trade_no: z.string().min(1).max(64),
+  amount_cents: z.coerce.number().int().positive(),
+  currency: z.string().length(3),
+  notify_url: z.url(),
+  return_url: z.string().min(1).max(500),
+  t: z.coerce.number().int().positive(),
+  sig: z.string().max(100),
+});

@@ -1,0 +1,112 @@
+import { randomBytes } from "node:crypto";
+import { and, eq, sql } from "drizzle-orm";
+import type { Db, Executor } from "../db/client";
+import { providerNotification, providerTrade } from "../db/schema";
+import { DomainError } from "../errors";
+import { type NotificationBody, type PayRequest, verifyPayRequest } from "./contract";
+
+export type ProviderTrade = typeof providerTrade.$inferSelect;
+
+/**
+ * The hosted pay page opens a trade from the merchant's signed request. Opening
+ * the same out_trade_no again (a reload) returns the same trade.
+ */
+export async function openTrade(
+  db: Db,
+  request: PayRequest,
+  sig: string,
+  secret: string,
+): Promise<ProviderTrade> {
+  if (!verifyPayRequest(secret, request, sig)) {
+    throw new DomainError("INVALID_INPUT", "the payment request's signature does not match");
+  }
+  const [created] = await db
+    .insert(providerTrade)
+    .values({
+      appId: request.app_id,
+      outTradeNo: request.out_trade_no,
+      amountCents: request.amount_cents,
+      currency: request.currency,
+      notifyUrl: request.notify_url,
+      returnUrl: request.return_url,
+    })
+    .onConflictDoNothing({ target: [providerTrade.appId, providerTrade.outTradeNo] })
+    .returning();
+  if (created) return created;
+  const existing = await getTrade(db, request.app_id, request.out_trade_no);
+  if (existing.amountCents !== request.amount_cents || existing.currency !== request.currency) {
+    throw new DomainError("INVALID_INPUT", "this out_trade_no was opened with another amount");
+  }
+  return existing;
+}
+
+export async function getTrade(db: Executor, appId: string, outTradeNo: string): Promise<ProviderTrade> {
+  const [trade] = await db
+    .select()
+    .from(providerTrade)
+    .where(and(eq(providerTrade.appId, appId), eq(providerTrade.outTradeNo, outTradeNo)));
+  if (!trade) throw new DomainError("ORDER_NOT_FOUND", `no trade ${outTradeNo}`);
+  return trade;
+}
+
+/** The shopper confirmed on the pay page: WAITING → PAID once, and one notification for that fact. */
+export async function confirmTrade(db: Db, appId: string, outTradeNo: string): Promise<ProviderTrade> {
+  return db.transaction(async (tx) => {
+    const [paid] = await tx
+      .update(providerTrade)
+      .set({
+        status: "PAID",
+        transactionId: `T${Date.now()}${randomBytes(5).toString("hex").toUpperCase()}`,
+        paidAt: sql`now()`,
+        updatedAt: sql`now()`,
+      })
+      .where(
+        and(
+          eq(providerTrade.appId, appId),
+          eq(providerTrade.outTradeNo, outTradeNo),
+          eq(providerTrade.status, "WAITING"),
+        ),
+      )
+      .returning();
+    const trade = paid ?? (await getTrade(tx, appId, outTradeNo));
+    if (trade.status === "PAID") await queueNotification(tx, trade, "payment.succeeded");
+    return trade;
+  });
+}
+
+export async function cancelTrade(db: Db, appId: string, outTradeNo: string): Promise<ProviderTrade> {
+  return db.transaction(async (tx) => {
+    const [closed] = await tx
+      .update(providerTrade)
+      .set({ status: "CLOSED", updatedAt: sql`now()` })
+      .where(
+        and(
+          eq(providerTrade.appId, appId),
+          eq(providerTrade.outTradeNo, outTradeNo),
+          eq(providerTrade.status, "WAITING"),
+        ),
+      )
+      .returning();
+    const trade = closed ?? (await getTrade(tx, appId, outTradeNo));
+    if (trade.status === "CLOSED") await queueNotification(tx, trade, "payment.closed");
+    return trade;
+  });
+}
+
+/** One notification per (trade, type): the same id on every redelivery. */
+export async function queueNotification(tx: Executor, trade: ProviderTrade, type: NotificationBody["type"]) {
+  const body: NotificationBody = {
+    id: `evt_${randomBytes(12).toString("hex")}`,
+    type,
+    app_id: trade.appId,
+    out_trade_no: trade.outTradeNo,
+    transaction_id: trade.transactionId,
+    amount_cents: trade.amountCents,
+    currency: trade.currency,
+    created_at: new Date().toISOString(),
+  };
+  await tx
+    .insert(providerNotification)
+    .values({ id: body.id, tradeId: trade.id, type, body })
+    .onConflictDoNothing({ target: [providerNotification.tradeId, providerNotification.type] });
+}

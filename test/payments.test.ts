@@ -1,0 +1,361 @@
+import { randomUUID } from "node:crypto";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { AppContext } from "../src/server/app-context";
+import { createOrder } from "../src/server/orders/create-order";
+import { createPayment } from "../src/server/payments/create-payment";
+import { handlePaymentNotification } from "../src/server/payments/notify";
+import { type NotificationBody, payRequestSchema, signBody } from "../src/server/provider/contract";
+import { deliverDueNotifications } from "../src/server/provider/delivery";
+import { cancelTrade, confirmTrade, openTrade } from "../src/server/provider/trades";
+import { createCaller } from "../src/server/trpc/root";
+import { TEST_APP_ID, TEST_WEBHOOK_SECRET, testAppContext } from "./support/app-context";
+import { createTestDatabase, type TestDatabase } from "./support/database";
+
+let t: TestDatabase;
+let app: AppContext;
+
+beforeAll(async () => {
+  t = await createTestDatabase({ poolSize: 30 });
+  app = testAppContext(t.db);
+});
+afterAll(() => t.drop());
+
+async function pendingPayment(quantity = 2) {
+  const userId = randomUUID();
+  const order = await createOrder(t.db, userId, {
+    requestId: randomUUID(),
+    items: [{ skuId: "SKU-MUG", quantity }],
+  });
+  const payment = await createPayment(t.db, userId, { orderId: order.orderId }, app.payments);
+  return { userId, order, payment };
+}
+
+function successBody(outTradeNo: string, amountCents: number, overrides: Partial<NotificationBody> = {}) {
+  return {
+    id: `evt_${randomUUID()}`,
+    type: "payment.succeeded",
+    app_id: TEST_APP_ID,
+    out_trade_no: outTradeNo,
+    transaction_id: `T${randomUUID().slice(0, 8)}`,
+    amount_cents: amountCents,
+    currency: "USD",
+    created_at: new Date().toISOString(),
+    ...overrides,
+  } satisfies NotificationBody;
+}
+
+function deliver(body: unknown, options: { secret?: string; timestampS?: number; raw?: string } = {}) {
+  const raw = options.raw ?? JSON.stringify(body);
+  const signature = signBody(
+    options.secret ?? TEST_WEBHOOK_SECRET,
+    raw,
+    options.timestampS ?? Math.floor(Date.now() / 1000),
+  );
+  return handlePaymentNotification(t.db, { body: raw, signature, deliveryId: randomUUID() }, app.payments);
+}
+
+/** What the provider's pay page does when the shopper's browser arrives with the merchant's link. */
+function openFromPayUrl(payUrl: string) {
+  const { sig, ...request } = payRequestSchema.parse(
+    Object.fromEntries(new URL(payUrl, "http://x").searchParams),
+  );
+  return openTrade(t.db, request, sig, TEST_WEBHOOK_SECRET);
+}
+
+async function state(orderId: string) {
+  const [row] = await t.sql<
+    { order_status: string; payments: number; successes: number; events: number; processed: number }[]
+  >`
+    SELECT (SELECT status FROM orders WHERE id = ${orderId}) AS order_status,
+           (SELECT count(*)::int FROM payment_order WHERE order_id = ${orderId}) AS payments,
+           (SELECT count(*)::int FROM payment_order WHERE order_id = ${orderId} AND status = 'SUCCESS') AS successes,
+           (SELECT count(*)::int FROM outbox_event WHERE aggregate_id = ${orderId}::text) AS events,
+           (SELECT count(*)::int FROM payment_notification n JOIN payment_order p ON p.out_trade_no = n.out_trade_no
+             WHERE p.order_id = ${orderId} AND n.outcome = 'PROCESSED') AS processed`;
+  return row;
+}
+
+describe("payment notifications (merchant side)", () => {
+  it("turns 20 identical notifications at once into one payment, one paid order and one event", async () => {
+    const { order, payment } = await pendingPayment();
+    const body = successBody(payment.outTradeNo, payment.amountCents);
+    const answers = await Promise.all(Array.from({ length: 20 }, () => deliver(body)));
+    expect(answers.every((a) => a.httpStatus === 200 && a.body.code === "SUCCESS")).toBe(true);
+    expect(await state(order.orderId)).toEqual({
+      order_status: "PAID",
+      payments: 1,
+      successes: 1,
+      events: 1,
+      processed: 1,
+    });
+    const outcomes = await t.sql`
+      SELECT outcome, count(*)::int AS n FROM payment_notification
+       WHERE out_trade_no = ${payment.outTradeNo} GROUP BY outcome ORDER BY outcome`;
+    expect(outcomes.map((r) => [r.outcome, r.n])).toEqual([
+      ["DUPLICATE", 19],
+      ["PROCESSED", 1],
+    ]);
+    const [event] =
+      await t.sql`SELECT event_type, payload FROM outbox_event WHERE aggregate_id = ${order.orderId}`;
+    expect(event).toMatchObject({
+      event_type: "OrderPaid",
+      payload: { orderId: order.orderId, amountCents: 2500, transactionId: body.transaction_id },
+    });
+  });
+
+  it.each([
+    ["a tampered signature", "BAD_SIGNATURE", 401, { secret: "whsec_someone_else_entirely" }],
+    ["a stale timestamp", "STALE_TIMESTAMP", 401, { timestampS: Math.floor(Date.now() / 1000) - 3600 }],
+    [
+      "a timestamp from the future",
+      "STALE_TIMESTAMP",
+      401,
+      { timestampS: Math.floor(Date.now() / 1000) + 3600 },
+    ],
+    ["a body that is not JSON", "MALFORMED", 400, { raw: "{oops" }],
+  ])("answers %s with an error and changes nothing", async (_name, outcome, status, options) => {
+    const { order, payment } = await pendingPayment();
+    const answer = await deliver(successBody(payment.outTradeNo, payment.amountCents), options);
+    expect(answer.httpStatus).toBe(status);
+    expect(answer.body.code).toBe("FAIL");
+    expect(await state(order.orderId)).toMatchObject({
+      order_status: "PENDING_PAYMENT",
+      successes: 0,
+      events: 0,
+    });
+    const [logged] = await t.sql`SELECT outcome FROM payment_notification ORDER BY id DESC LIMIT 1`;
+    expect(logged?.outcome).toBe(outcome);
+  });
+
+  it("refuses a wrong amount as an alert, a wrong app and an unknown payment, changing nothing", async () => {
+    const { order, payment } = await pendingPayment();
+    const wrongAmount = await deliver(successBody(payment.outTradeNo, payment.amountCents + 1));
+    expect(wrongAmount.httpStatus).toBe(400);
+    const wrongCurrency = await deliver(
+      successBody(payment.outTradeNo, payment.amountCents, { currency: "EUR" }),
+    );
+    expect(wrongCurrency.httpStatus).toBe(400);
+    const wrongApp = await deliver(
+      successBody(payment.outTradeNo, payment.amountCents, { app_id: "app_other" }),
+    );
+    expect(wrongApp.httpStatus).toBe(400);
+    const unknown = await deliver(successBody("P_DOES_NOT_EXIST", payment.amountCents));
+    expect(unknown.httpStatus).toBe(404);
+    expect(await state(order.orderId)).toMatchObject({
+      order_status: "PENDING_PAYMENT",
+      successes: 0,
+      events: 0,
+    });
+    const alerts = await t.sql`
+      SELECT outcome FROM payment_notification WHERE out_trade_no = ${payment.outTradeNo} AND alert ORDER BY id`;
+    expect(alerts.map((r) => r.outcome)).toEqual(["AMOUNT_MISMATCH", "AMOUNT_MISMATCH"]);
+  });
+
+  it("does not let a late payment.closed undo a success", async () => {
+    const { order, payment } = await pendingPayment();
+    const paid = successBody(payment.outTradeNo, payment.amountCents);
+    await deliver(paid);
+    const closed = await deliver({ ...paid, id: `evt_${randomUUID()}`, type: "payment.closed" });
+    expect(closed).toMatchObject({ httpStatus: 200, body: { code: "SUCCESS" } });
+    expect(await state(order.orderId)).toMatchObject({ order_status: "PAID", successes: 1, events: 1 });
+  });
+
+  it("closes a pending payment; the shopper can then pay with a new one", async () => {
+    const { userId, order, payment } = await pendingPayment();
+    const closed = await deliver(
+      successBody(payment.outTradeNo, payment.amountCents, { type: "payment.closed" }),
+    );
+    expect(closed.httpStatus).toBe(200);
+    const [row] = await t.sql`SELECT status FROM payment_order WHERE out_trade_no = ${payment.outTradeNo}`;
+    expect(row?.status).toBe("CLOSED");
+    const second = await createPayment(t.db, userId, { orderId: order.orderId }, app.payments);
+    expect(second.outTradeNo).not.toBe(payment.outTradeNo);
+    expect(second.replayed).toBe(false);
+    // A success for the closed payment arriving late is acknowledged (money was taken) and flagged.
+    const late = await deliver(successBody(payment.outTradeNo, payment.amountCents));
+    expect(late.httpStatus).toBe(200);
+    const [flag] = await t.sql`
+      SELECT alert FROM payment_notification WHERE out_trade_no = ${payment.outTradeNo} ORDER BY id DESC LIMIT 1`;
+    expect(flag?.alert).toBe(true);
+    expect(await state(order.orderId)).toMatchObject({ order_status: "PENDING_PAYMENT", successes: 0 });
+  });
+});
+
+describe("payments.create", () => {
+  it("returns one payment for 20 concurrent calls", async () => {
+    const userId = randomUUID();
+    const caller = createCaller({ app, userId, requestId: randomUUID() });
+    const order = await caller.checkout.createOrder({
+      requestId: randomUUID(),
+      items: [{ skuId: "SKU-KETTLE", quantity: 1 }],
+    });
+    const payments = await Promise.all(
+      Array.from({ length: 20 }, () => caller.payments.create({ orderId: order.orderId })),
+    );
+    expect(new Set(payments.map((p) => p.outTradeNo)).size).toBe(1);
+    expect(payments.filter((p) => !p.replayed)).toHaveLength(1);
+    expect(payments[0]).toMatchObject({ amountCents: 5400, currency: "USD" });
+    expect((await state(order.orderId))?.payments).toBe(1);
+  });
+
+  it("refuses an order that is paid, or another shopper's order", async () => {
+    const { userId, order, payment } = await pendingPayment();
+    await deliver(successBody(payment.outTradeNo, payment.amountCents));
+    const caller = createCaller({ app, userId, requestId: randomUUID() });
+    await expect(caller.payments.create({ orderId: order.orderId })).rejects.toMatchObject({
+      code: "PRECONDITION_FAILED",
+    });
+    const stranger = createCaller({ app, userId: randomUUID(), requestId: randomUUID() });
+    await expect(stranger.payments.create({ orderId: order.orderId })).rejects.toMatchObject({
+      code: "NOT_FOUND",
+    });
+    await expect(stranger.payments.create({ orderId: "not-a-uuid" })).rejects.toMatchObject({
+      code: "BAD_REQUEST",
+    });
+    expect((await state(order.orderId))?.payments).toBe(1);
+  });
+});
+
+describe("the mock provider's delivery", () => {
+  let server: Server;
+  let baseUrl: string;
+  /** Per out_trade_no: how many deliveries to fail first, and how (HTTP 500 or too slow). */
+  const failFirst = new Map<string, { count: number; mode: "error" | "slow" }>();
+
+  beforeAll(async () => {
+    // The merchant endpoint as the provider sees it: the real handler, behind a flaky network.
+    server = createServer((req, res) => {
+      let raw = "";
+      req.on("data", (chunk) => (raw += chunk));
+      req.on("end", async () => {
+        const outTradeNo = (JSON.parse(raw) as { out_trade_no: string }).out_trade_no;
+        const plan = failFirst.get(outTradeNo);
+        if (plan && plan.count > 0) {
+          plan.count--;
+          if (plan.mode === "slow") await new Promise((resolve) => setTimeout(resolve, 400));
+          res.writeHead(500).end("{}");
+          return;
+        }
+        const answer = await handlePaymentNotification(
+          t.db,
+          {
+            body: raw,
+            signature: String(req.headers["provider-signature"] ?? ""),
+            deliveryId: String(req.headers["provider-delivery-id"] ?? ""),
+          },
+          app.payments,
+        );
+        res
+          .writeHead(answer.httpStatus, { "content-type": "application/json" })
+          .end(JSON.stringify(answer.body));
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+  afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
+
+  async function paidTrade(failures?: { count: number; mode: "error" | "slow" }) {
+    const { userId, order } = await pendingPayment(1);
+    const payment = await createPayment(
+      t.db,
+      userId,
+      { orderId: order.orderId },
+      { ...app.payments, baseUrl },
+    );
+    await openFromPayUrl(payment.payUrl);
+    if (failures) failFirst.set(payment.outTradeNo, failures);
+    const confirmations = await Promise.all([
+      confirmTrade(t.db, TEST_APP_ID, payment.outTradeNo),
+      confirmTrade(t.db, TEST_APP_ID, payment.outTradeNo),
+    ]);
+    expect(new Set(confirmations.map((c) => c.transactionId)).size).toBe(1);
+    return { order, payment, trade: confirmations[0] };
+  }
+
+  async function deliverUntilSettled(outTradeNo: string, deps = app.provider) {
+    for (let round = 0; round < 50; round++) {
+      await deliverDueNotifications(t.db, deps);
+      const [row] = await t.sql`
+        SELECT n.status FROM provider_notification n JOIN provider_trade tr ON tr.id = n.trade_id
+         WHERE tr.out_trade_no = ${outTradeNo}`;
+      if (row?.status !== "PENDING") return row?.status;
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    return "PENDING";
+  }
+
+  it("delivers with duplicates: two at once, one more after success; still one payment", async () => {
+    const { order, payment } = await paidTrade();
+    expect(await deliverUntilSettled(payment.outTradeNo)).toBe("DELIVERED");
+    const attempts = await t.sql`
+      SELECT a.kind, a.ok, a.id FROM provider_delivery_attempt a
+        JOIN provider_notification n ON n.id = a.notification_id
+        JOIN provider_trade tr ON tr.id = n.trade_id
+       WHERE tr.out_trade_no = ${payment.outTradeNo} ORDER BY a.kind`;
+    expect(attempts.map((a) => a.kind)).toEqual(["DUPLICATE", "DUPLICATE_AFTER_SUCCESS", "SCHEDULED"]);
+    expect(new Set(attempts.map((a) => a.id)).size).toBe(3);
+    expect(await state(order.orderId)).toMatchObject({
+      order_status: "PAID",
+      successes: 1,
+      events: 1,
+      processed: 1,
+    });
+    const [ids] = await t.sql`
+      SELECT count(DISTINCT notification_id)::int AS notifications, count(DISTINCT delivery_id)::int AS deliveries
+        FROM payment_notification WHERE out_trade_no = ${payment.outTradeNo}`;
+    expect(ids).toEqual({ notifications: 1, deliveries: 3 });
+  });
+
+  it("retries a merchant that answers with errors until it acknowledges", async () => {
+    const { order, payment } = await paidTrade({ count: 3, mode: "error" });
+    expect(await deliverUntilSettled(payment.outTradeNo)).toBe("DELIVERED");
+    const [n] = await t.sql`
+      SELECT n.attempts FROM provider_notification n JOIN provider_trade tr ON tr.id = n.trade_id
+       WHERE tr.out_trade_no = ${payment.outTradeNo}`;
+    expect(n?.attempts).toBeGreaterThanOrEqual(3);
+    expect(await state(order.orderId)).toMatchObject({ order_status: "PAID", successes: 1, events: 1 });
+  });
+
+  it("counts a merchant slower than the timeout as failed and tries again", async () => {
+    const { order, payment } = await paidTrade({ count: 2, mode: "slow" });
+    const impatient = { ...app.provider, timeoutMs: 150 };
+    expect(await deliverUntilSettled(payment.outTradeNo, impatient)).toBe("DELIVERED");
+    const timeouts = await t.sql`
+      SELECT a.error FROM provider_delivery_attempt a
+        JOIN provider_notification n ON n.id = a.notification_id
+        JOIN provider_trade tr ON tr.id = n.trade_id
+       WHERE tr.out_trade_no = ${payment.outTradeNo} AND a.error IS NOT NULL`;
+    expect(timeouts.map((r) => r.error)).toContain("merchant timed out");
+    expect(await state(order.orderId)).toMatchObject({ order_status: "PAID", successes: 1, events: 1 });
+  });
+
+  it("gives up after the schedule runs out", async () => {
+    const { order, payment } = await paidTrade({ count: 100, mode: "error" });
+    const short = { ...app.provider, sendDuplicates: false, schedule: [1, 1] };
+    expect(await deliverUntilSettled(payment.outTradeNo, short)).toBe("GAVE_UP");
+    expect((await state(order.orderId))?.order_status).toBe("PENDING_PAYMENT");
+  });
+
+  it("sends one payment.closed when the shopper cancels, however often", async () => {
+    const { userId, order } = await pendingPayment(1);
+    const payment = await createPayment(
+      t.db,
+      userId,
+      { orderId: order.orderId },
+      { ...app.payments, baseUrl },
+    );
+    await openFromPayUrl(payment.payUrl);
+    await Promise.all([
+      cancelTrade(t.db, TEST_APP_ID, payment.outTradeNo),
+      cancelTrade(t.db, TEST_APP_ID, payment.outTradeNo),
+    ]);
+    // Paying a cancelled trade does nothing.
+    expect((await confirmTrade(t.db, TEST_APP_ID, payment.outTradeNo)).status).toBe("CLOSED");
+    expect(await deliverUntilSettled(payment.outTradeNo)).toBe("DELIVERED");
+    const [row] = await t.sql`SELECT status FROM payment_order WHERE out_trade_no = ${payment.outTradeNo}`;
+    expect(row?.status).toBe("CLOSED");
+  });
+});

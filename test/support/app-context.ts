@@ -1,0 +1,23 @@
+import type { AppContext } from "../../src/server/app-context";
+import type { Db } from "../../src/server/db/client";
+
+export const TEST_WEBHOOK_SECRET = "whsec_test_secret_0123456789";
+export const TEST_APP_ID = "app_test";
+
+/** The app's dependencies as a test wires them: no environment involved. */
+export function testAppContext(db: Db, baseUrl = "http://127.0.0.1:1"): AppContext {
+  return {
+    db,
+    idempotency: { ttlMs: 60_000, leaseMs: 10_000, waitMs: 5_000 },
+    sessionSecret: "test-secret-test-secret",
+    secureCookies: false,
+    payments: { appId: TEST_APP_ID, webhookSecret: TEST_WEBHOOK_SECRET, baseUrl, toleranceS: 300 },
+    provider: {
+      appId: TEST_APP_ID,
+      webhookSecret: TEST_WEBHOOK_SECRET,
+      timeScale: 0.001,
+      sendDuplicates: true,
+      pollMs: 0,
+    },
+  };
+}
