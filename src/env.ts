@@ -40,11 +40,21 @@ const schema = z.object({
     .enum(["true", "false"])
     .default("true")
     .transform((v) => v === "true"),
+  /** The provider's API, for status queries; defaults to this app, where the mock provider lives. */
+  PROVIDER_BASE_URL: z.url().optional(),
+  /** Payments still PENDING this long are looked up at the provider (lost notifications). */
+  PAYMENT_QUERY_AFTER_S: z.coerce.number().int().positive().default(30),
+  /** How often the status-query job runs (0: never). */
+  PAYMENT_QUERY_INTERVAL_MS: z.coerce.number().int().nonnegative().default(10_000),
   PROVIDER_DELIVERY_POLL_MS: z.coerce.number().int().nonnegative().default(250),
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
 });
 
-export type Env = z.infer<typeof schema> & { databaseUrl: string; appBaseUrl: string };
+export type Env = z.infer<typeof schema> & {
+  databaseUrl: string;
+  appBaseUrl: string;
+  providerBaseUrl: string;
+};
 
 export function embeddedDatabaseUrl(port: number, database = "checkout"): string {
   return `postgres://postgres:password@127.0.0.1:${port}/${database}`;
@@ -56,10 +66,12 @@ function load(): Env {
     throw new Error(`Invalid environment:\n${z.prettifyError(parsed.error)}`);
   }
   const env = parsed.data;
+  const appBaseUrl = (env.APP_BASE_URL ?? `http://127.0.0.1:${env.PORT}`).replace(/\/$/, "");
   return {
     ...env,
     databaseUrl: env.DATABASE_URL ?? embeddedDatabaseUrl(env.EMBEDDED_PG_PORT),
-    appBaseUrl: (env.APP_BASE_URL ?? `http://127.0.0.1:${env.PORT}`).replace(/\/$/, ""),
+    appBaseUrl,
+    providerBaseUrl: (env.PROVIDER_BASE_URL ?? appBaseUrl).replace(/\/$/, ""),
   };
 }
 

@@ -6,8 +6,10 @@ import type { AppContext } from "../src/server/app-context";
 import { createOrder } from "../src/server/orders/create-order";
 import { createPayment } from "../src/server/payments/create-payment";
 import { handlePaymentNotification } from "../src/server/payments/notify";
+import { syncPaymentStatus, syncStalePayments } from "../src/server/payments/status-query";
 import { type NotificationBody, payRequestSchema, signBody } from "../src/server/provider/contract";
 import { deliverDueNotifications } from "../src/server/provider/delivery";
+import { answerStatusQuery } from "../src/server/provider/query-api";
 import { cancelTrade, confirmTrade, openTrade } from "../src/server/provider/trades";
 import { createCaller } from "../src/server/trpc/root";
 import { TEST_APP_ID, TEST_WEBHOOK_SECRET, testAppContext } from "./support/app-context";
@@ -221,12 +223,32 @@ describe("payments.create", () => {
 describe("the mock provider's delivery", () => {
   let server: Server;
   let baseUrl: string;
+  /** A provider whose answers are signed with another key: the merchant must not believe it. */
+  let queryAnswerSecret = TEST_WEBHOOK_SECRET;
   /** Per out_trade_no: how many deliveries to fail first, and how (HTTP 500 or too slow). */
   const failFirst = new Map<string, { count: number; mode: "error" | "slow" }>();
 
   beforeAll(async () => {
     // The merchant endpoint as the provider sees it: the real handler, behind a flaky network.
     server = createServer((req, res) => {
+      if (req.method === "GET") {
+        // The provider's status query, as its route serves it.
+        const url = new URL(req.url ?? "/", "http://x");
+        const outTradeNo = decodeURIComponent(url.pathname.split("/").pop() ?? "");
+        void answerStatusQuery(
+          t.db,
+          {
+            appId: url.searchParams.get("app_id") ?? "",
+            outTradeNo,
+            signature: String(req.headers["provider-signature"] ?? ""),
+          },
+          queryAnswerSecret,
+        ).then((answer) => {
+          res.writeHead(answer.status, answer.signature ? { "provider-signature": answer.signature } : {});
+          res.end(answer.body);
+        });
+        return;
+      }
       let raw = "";
       req.on("data", (chunk) => (raw += chunk));
       req.on("end", async () => {
@@ -272,7 +294,7 @@ describe("the mock provider's delivery", () => {
       confirmTrade(t.db, TEST_APP_ID, payment.outTradeNo),
     ]);
     expect(new Set(confirmations.map((c) => c.transactionId)).size).toBe(1);
-    return { order, payment, trade: confirmations[0] };
+    return { userId, order, payment, trade: confirmations[0] };
   }
 
   async function deliverUntilSettled(outTradeNo: string, deps = app.provider) {
@@ -357,5 +379,81 @@ describe("the mock provider's delivery", () => {
     expect(await deliverUntilSettled(payment.outTradeNo)).toBe("DELIVERED");
     const [row] = await t.sql`SELECT status FROM payment_order WHERE out_trade_no = ${payment.outTradeNo}`;
     expect(row?.status).toBe("CLOSED");
+  });
+
+  const queryDeps = () => ({ ...app.payments, providerBaseUrl: baseUrl });
+
+  it("finds a payment whose notifications were all dropped, once, through the status query", async () => {
+    const { order, payment } = await paidTrade();
+    await t.sql`UPDATE provider_trade SET drop_notifications = true WHERE out_trade_no = ${payment.outTradeNo}`;
+    await deliverDueNotifications(t.db, app.provider);
+    expect((await state(order.orderId))?.order_status).toBe("PENDING_PAYMENT");
+
+    const results = await Promise.all([
+      syncStalePayments(t.db, queryDeps(), { olderThanS: 0 }),
+      syncStalePayments(t.db, queryDeps(), { olderThanS: 0 }),
+    ]);
+    expect(results.flat().filter((r) => r.outTradeNo === payment.outTradeNo)).toHaveLength(1);
+    expect(await state(order.orderId)).toMatchObject({
+      order_status: "PAID",
+      successes: 1,
+      events: 1,
+      processed: 1,
+    });
+    const [dropped] = await t.sql`
+      SELECT count(*)::int AS n FROM provider_delivery_attempt a
+        JOIN provider_notification n ON n.id = a.notification_id
+        JOIN provider_trade tr ON tr.id = n.trade_id
+       WHERE tr.out_trade_no = ${payment.outTradeNo} AND a.http_status IS NULL AND a.error LIKE 'dropped%'`;
+    expect(dropped?.n).toBeGreaterThanOrEqual(1);
+  });
+
+  it("pays once when status queries race a late notification", async () => {
+    const { order, payment } = await paidTrade();
+    await Promise.all([
+      ...Array.from({ length: 5 }, () => syncPaymentStatus(t.db, payment.outTradeNo, queryDeps())),
+      ...Array.from({ length: 5 }, () => deliverDueNotifications(t.db, app.provider)),
+    ]);
+    await deliverUntilSettled(payment.outTradeNo);
+    expect(await state(order.orderId)).toMatchObject({
+      order_status: "PAID",
+      successes: 1,
+      events: 1,
+      processed: 1,
+    });
+  });
+
+  it("refuses to believe an answer that is not signed by the provider", async () => {
+    const { order, payment } = await paidTrade();
+    await t.sql`UPDATE provider_trade SET drop_notifications = true WHERE out_trade_no = ${payment.outTradeNo}`;
+    queryAnswerSecret = "whsec_an_impostor_0123456789";
+    try {
+      await expect(syncPaymentStatus(t.db, payment.outTradeNo, queryDeps())).rejects.toMatchObject({
+        code: "SERVICE_UNAVAILABLE",
+      });
+    } finally {
+      queryAnswerSecret = TEST_WEBHOOK_SECRET;
+    }
+    expect((await state(order.orderId))?.order_status).toBe("PENDING_PAYMENT");
+  });
+
+  it("answers the order page's check for the shopper only", async () => {
+    const { userId, order, payment } = await paidTrade();
+    await t.sql`UPDATE provider_trade SET drop_notifications = true WHERE out_trade_no = ${payment.outTradeNo}`;
+    const stranger = createCaller({
+      app: { ...app, payments: queryDeps() },
+      userId: randomUUID(),
+      requestId: "r",
+    });
+    await expect(stranger.payments.checkStatus({ orderId: order.orderId })).rejects.toMatchObject({
+      code: "NOT_FOUND",
+    });
+    const owner = createCaller({ app: { ...app, payments: queryDeps() }, userId, requestId: "r" });
+    const checked = await owner.payments.checkStatus({ orderId: order.orderId });
+    expect(checked).toMatchObject({
+      orderStatus: "PAID",
+      checked: [{ providerStatus: "PAID", outcome: "PROCESSED" }],
+    });
+    expect(await state(order.orderId)).toMatchObject({ successes: 1, events: 1 });
   });
 });

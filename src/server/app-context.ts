@@ -2,7 +2,7 @@ import { getEnv } from "../env";
 import { createDb, type Db } from "./db/client";
 import type { IdempotencyConfig } from "./idempotency";
 import type { PaymentDeps } from "./payments/create-payment";
-import type { NotifyDeps } from "./payments/notify";
+import type { StatusQueryDeps } from "./payments/status-query";
 import type { DeliveryDeps } from "./provider/delivery";
 
 /**
@@ -15,7 +15,7 @@ export interface AppContext {
   idempotency: IdempotencyConfig;
   sessionSecret: string;
   secureCookies: boolean;
-  payments: PaymentDeps & NotifyDeps;
+  payments: PaymentDeps & StatusQueryDeps & { queryAfterS: number; queryIntervalMs: number };
   /** The mock provider's own settings (it shares only the webhook secret with the merchant). */
   provider: DeliveryDeps & { appId: string; pollMs: number };
 }
@@ -42,6 +42,9 @@ export function getAppContext(): AppContext {
       webhookSecret: env.PROVIDER_WEBHOOK_SECRET,
       baseUrl: env.appBaseUrl,
       toleranceS: env.PAYMENT_TIMESTAMP_TOLERANCE_S,
+      providerBaseUrl: env.providerBaseUrl,
+      queryAfterS: env.PAYMENT_QUERY_AFTER_S,
+      queryIntervalMs: env.PAYMENT_QUERY_INTERVAL_MS,
     },
     provider: {
       appId: env.PROVIDER_APP_ID,

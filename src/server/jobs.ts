@@ -2,6 +2,7 @@ import { getEnv } from "../env";
 import { getAppContext } from "./app-context";
 import { deleteExpiredRecords } from "./idempotency";
 import { getLogger } from "./logger";
+import { syncStalePayments } from "./payments/status-query";
 import { deliverDueNotifications } from "./provider/delivery";
 
 const globalForJobs = globalThis as unknown as { checkoutJobs?: NodeJS.Timeout[] };
@@ -23,6 +24,7 @@ export function startBackgroundJobs(): void {
     timers.push(timer);
   }
   startProviderDelivery(timers);
+  startPaymentStatusQueries(timers);
   globalForJobs.checkoutJobs = timers;
 }
 
@@ -44,4 +46,20 @@ function startProviderDelivery(timers: NodeJS.Timeout[]): void {
     }
   };
   timers.push(setTimeout(tick, provider.pollMs));
+}
+
+/** Lost notifications: ask the provider about payments that stayed PENDING too long. */
+function startPaymentStatusQueries(timers: NodeJS.Timeout[]): void {
+  const { db, payments } = getAppContext();
+  if (payments.queryIntervalMs <= 0) return;
+  const timer = setInterval(() => {
+    syncStalePayments(db, payments, { olderThanS: payments.queryAfterS })
+      .then((results) => {
+        const changed = results.filter((r) => r.outcome !== "UNCHANGED");
+        if (changed.length > 0) getLogger().info({ changed }, "payment status queries applied");
+      })
+      .catch((err: unknown) => getLogger().warn({ err }, "payment status query failed; will retry"));
+  }, payments.queryIntervalMs);
+  timer.unref();
+  timers.push(timer);
 }

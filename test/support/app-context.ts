@@ -11,7 +11,15 @@ export function testAppContext(db: Db, baseUrl = "http://127.0.0.1:1"): AppConte
     idempotency: { ttlMs: 60_000, leaseMs: 10_000, waitMs: 5_000 },
     sessionSecret: "test-secret-test-secret",
     secureCookies: false,
-    payments: { appId: TEST_APP_ID, webhookSecret: TEST_WEBHOOK_SECRET, baseUrl, toleranceS: 300 },
+    payments: {
+      appId: TEST_APP_ID,
+      webhookSecret: TEST_WEBHOOK_SECRET,
+      baseUrl,
+      toleranceS: 300,
+      providerBaseUrl: baseUrl,
+      queryAfterS: 30,
+      queryIntervalMs: 0,
+    },
     provider: {
       appId: TEST_APP_ID,
       webhookSecret: TEST_WEBHOOK_SECRET,

@@ -1,5 +1,5 @@
 "use client";
-import { useQuery } from "@tanstack/react-query";
+import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import Link from "next/link";
 import { usePayOrder } from "../hooks/use-pay-order";
 import { formatMoney } from "../money";
@@ -67,6 +67,7 @@ export function OrderView({ orderId }: { orderId: string }) {
         </tbody>
       </table>
       {data.status === "PENDING_PAYMENT" && <PayButton orderId={data.orderId} />}
+      {data.status === "PENDING_PAYMENT" && <CheckStatusButton orderId={data.orderId} />}
       <PaymentTimeline orderId={data.orderId} live={data.status === "PENDING_PAYMENT"} />
       <p>
         <Link href="/">Continue shopping</Link>
@@ -122,5 +123,34 @@ function PaymentTimeline({ orderId, live }: { orderId: string; live: boolean }) 
         ))}
       </ul>
     </section>
+  );
+}
+
+/** When the provider's notification never comes: ask the provider directly. */
+function CheckStatusButton({ orderId }: { orderId: string }) {
+  const trpc = useTRPC();
+  const queryClient = useQueryClient();
+  const check = useMutation(
+    trpc.payments.checkStatus.mutationOptions({
+      onSettled: () => {
+        void queryClient.invalidateQueries(trpc.orders.pathFilter());
+        void queryClient.invalidateQueries(trpc.payments.pathFilter());
+      },
+    }),
+  );
+  return (
+    <p>
+      <button type="button" disabled={check.isPending} onClick={() => check.mutate({ orderId })}>
+        {check.isPending ? "Checking…" : "Check payment status"}
+      </button>{" "}
+      {check.data && (
+        <span className="muted small" role="status">
+          {check.data.checked.length === 0
+            ? "No payment to check yet."
+            : `Provider says ${check.data.checked.map((c) => c.providerStatus).join(", ")}.`}
+        </span>
+      )}
+      {check.error && <span role="alert">{errorMessage(check.error)}</span>}
+    </p>
   );
 }

@@ -129,12 +129,15 @@ export const paymentOrder = pgTable(
     status: text({ enum: PAYMENT_STATUSES }).notNull().default("PENDING"),
     transactionId: text(),
     paidAt: timestamp({ withTimezone: true }),
+    /** Last time the merchant asked the provider about this payment (lost notifications). */
+    lastQueriedAt: timestamp({ withTimezone: true }),
     createdAt: createdAt(),
     updatedAt: createdAt(),
   },
   (t) => [
     uniqueIndex("payment_order_out_trade_no_uq").on(t.outTradeNo),
     uniqueIndex("payment_order_transaction_id_uq").on(t.transactionId),
+    index("payment_order_pending_idx").on(t.createdAt).where(sql`status = 'PENDING'`),
     // One open (or successful) payment per order; a closed one may be followed by a new one.
     uniqueIndex("payment_order_open_per_order_uq").on(t.orderId).where(sql`status IN ('PENDING', 'SUCCESS')`),
     check(
@@ -177,6 +180,7 @@ export const paymentNotification = pgTable(
   },
   (t) => [
     index("payment_notification_out_trade_no_idx").on(t.outTradeNo, t.receivedAt),
+    index("payment_notification_alert_idx").on(t.receivedAt).where(sql`alert`),
     check(
       "payment_notification_outcome_valid",
       sql.raw(`outcome IN (${NOTIFICATION_OUTCOMES.map((s) => `'${s}'`).join(", ")})`),

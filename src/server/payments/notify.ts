@@ -32,7 +32,7 @@ export interface NotifyAnswer {
   body: { code: "SUCCESS" | "FAIL"; message?: string };
 }
 
-interface Verdict {
+export interface Verdict {
   outcome: NotificationOutcome;
   httpStatus: number;
   detail: string;
@@ -72,20 +72,14 @@ export async function handlePaymentNotification(
   const nowS = Math.floor((deps.now?.() ?? new Date()).getTime() / 1000);
   const signature = verifyBodySignature(deps.webhookSecret, raw.body, raw.signature, nowS, deps.toleranceS);
   const parsed = parseBody(raw.body);
-  const base = {
+  const meta: ReceivedMeta = {
     deliveryId: raw.deliveryId?.slice(0, 100) ?? null,
     notificationId: parsed?.id ?? null,
     outTradeNo: parsed?.out_trade_no ?? null,
     type: parsed?.type ?? null,
   };
   const record = async (executor: Db | Tx, verdict: Verdict) => {
-    await executor.insert(paymentNotification).values({
-      ...base,
-      outcome: verdict.outcome,
-      detail: verdict.detail,
-      alert: verdict.alert ?? false,
-      httpStatus: verdict.httpStatus,
-    });
+    await recordReceived(executor, meta, verdict);
     return answer(verdict);
   };
 
@@ -103,8 +97,26 @@ export async function handlePaymentNotification(
     return record(db, refuse("WRONG_APP", 400, `unknown app id ${parsed.app_id}`));
 
   return db.transaction(async (tx) => {
-    const verdict = await applyNotification(tx, parsed);
+    const verdict = await applyProviderFact(tx, parsed);
     return record(tx, verdict);
+  });
+}
+
+export interface ReceivedMeta {
+  deliveryId: string | null;
+  notificationId: string | null;
+  outTradeNo: string | null;
+  type: string | null;
+}
+
+/** The payment timeline: every fact the merchant heard, and what it did with it. */
+export async function recordReceived(executor: Db | Tx, meta: ReceivedMeta, verdict: Verdict): Promise<void> {
+  await executor.insert(paymentNotification).values({
+    ...meta,
+    outcome: verdict.outcome,
+    detail: verdict.detail,
+    alert: verdict.alert ?? false,
+    httpStatus: verdict.httpStatus,
   });
 }
 
@@ -123,7 +135,11 @@ function answer(verdict: Verdict): NotifyAnswer {
     : { httpStatus: verdict.httpStatus, body: { code: "FAIL", message: verdict.detail } };
 }
 
-async function applyNotification(tx: Tx, n: NotificationBody): Promise<Verdict> {
+/**
+ * Applies one fact from the provider (a notification, or the answer to a status
+ * query) through conditional transitions. Call it inside a transaction.
+ */
+export async function applyProviderFact(tx: Tx, n: NotificationBody): Promise<Verdict> {
   const [payment] = await tx.select().from(paymentOrder).where(eq(paymentOrder.outTradeNo, n.out_trade_no));
   if (!payment) return refuse("UNKNOWN_PAYMENT", 404, `no payment ${n.out_trade_no}`);
   if (payment.amountCents !== n.amount_cents || payment.currency !== n.currency) {

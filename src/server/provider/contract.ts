@@ -100,3 +100,33 @@ export const payRequestSchema = z.object({
   t: z.coerce.number().int().positive(),
   sig: z.string().max(100),
 });
+
+/** The status query: `GET /provider/api/trades/{out_trade_no}?app_id=…`, request and answer both signed. */
+export const tradeStatusSchema = z.object({
+  app_id: z.string(),
+  out_trade_no: z.string(),
+  status: z.enum(["WAITING", "PAID", "CLOSED", "NOT_FOUND"]),
+  transaction_id: z.string().nullable(),
+  amount_cents: z.number().int().nullable(),
+  currency: z.string().nullable(),
+});
+export type TradeStatus = z.infer<typeof tradeStatusSchema>;
+
+export function tradeQueryPath(appId: string, outTradeNo: string): string {
+  return `/provider/api/trades/${encodeURIComponent(outTradeNo)}?app_id=${encodeURIComponent(appId)}`;
+}
+
+/** A GET has no body: the signed text is the method and the path with its query. */
+export function signQuery(secret: string, pathWithQuery: string, timestampS: number): string {
+  return signBody(secret, `GET ${pathWithQuery}`, timestampS);
+}
+
+export function verifyQuery(
+  secret: string,
+  pathWithQuery: string,
+  header: string | null,
+  nowS: number,
+  toleranceS: number,
+): SignatureCheck {
+  return verifyBodySignature(secret, `GET ${pathWithQuery}`, header, nowS, toleranceS);
+}

@@ -3,7 +3,7 @@ import { and, eq, sql } from "drizzle-orm";
 import type { Db, Executor } from "../db/client";
 import { providerNotification, providerTrade } from "../db/schema";
 import { DomainError } from "../errors";
-import { type NotificationBody, type PayRequest, verifyPayRequest } from "./contract";
+import { type NotificationBody, type PayRequest, type TradeStatus, verifyPayRequest } from "./contract";
 
 export type ProviderTrade = typeof providerTrade.$inferSelect;
 
@@ -109,4 +109,20 @@ export async function queueNotification(tx: Executor, trade: ProviderTrade, type
     .insert(providerNotification)
     .values({ id: body.id, tradeId: trade.id, type, body })
     .onConflictDoNothing({ target: [providerNotification.tradeId, providerNotification.type] });
+}
+
+/** The answer to the merchant's status query. */
+export async function tradeStatus(db: Db, appId: string, outTradeNo: string): Promise<TradeStatus> {
+  const [trade] = await db
+    .select()
+    .from(providerTrade)
+    .where(and(eq(providerTrade.appId, appId), eq(providerTrade.outTradeNo, outTradeNo)));
+  return {
+    app_id: appId,
+    out_trade_no: outTradeNo,
+    status: trade?.status ?? "NOT_FOUND",
+    transaction_id: trade?.transactionId ?? null,
+    amount_cents: trade?.amountCents ?? null,
+    currency: trade?.currency ?? null,
+  };
 }

@@ -1,12 +1,16 @@
 import { orderIdInput } from "../../orders/schema";
 import { createPayment } from "../../payments/create-payment";
 import { getPaymentTimeline } from "../../payments/queries";
+import { checkOrderPayment } from "../../payments/status-query";
 import { router, shopperProcedure } from "../init";
 
 export const paymentsRouter = router({
   create: shopperProcedure
     .input(orderIdInput)
     .mutation(({ ctx, input }) => createPayment(ctx.app.db, ctx.userId, input, ctx.app.payments)),
+  checkStatus: shopperProcedure
+    .input(orderIdInput)
+    .mutation(({ ctx, input }) => checkOrderPayment(ctx.app.db, ctx.userId, input.orderId, ctx.app.payments)),
   timeline: shopperProcedure
     .input(orderIdInput)
     .query(({ ctx, input }) => getPaymentTimeline(ctx.app.db, ctx.userId, input.orderId)),

@@ -1,0 +1,132 @@
+import { and, eq, inArray, sql } from "drizzle-orm";
+import type { Db } from "../db/client";
+import { orders, paymentOrder } from "../db/schema";
+import { DomainError, serviceUnavailable } from "../errors";
+import {
+  type NotificationBody,
+  SIGNATURE_HEADER,
+  signQuery,
+  type TradeStatus,
+  tradeQueryPath,
+  tradeStatusSchema,
+  verifyBodySignature,
+} from "../provider/contract";
+import { applyProviderFact, type NotifyDeps, recordReceived } from "./notify";
+
+export interface StatusQueryDeps extends NotifyDeps {
+  /** Where the provider's API is (the mock provider lives in this app). */
+  providerBaseUrl: string;
+  fetchFn?: typeof fetch;
+  timeoutMs?: number;
+}
+
+export interface SyncResult {
+  outTradeNo: string;
+  providerStatus: TradeStatus["status"];
+  outcome: string;
+}
+
+/**
+ * Notifications can be lost for good: ask the provider, and apply its answer
+ * through the same conditional transitions as a notification, so a query that
+ * races a late notification still pays the order once.
+ */
+export async function syncPaymentStatus(
+  db: Db,
+  outTradeNo: string,
+  deps: StatusQueryDeps,
+): Promise<SyncResult> {
+  await db
+    .update(paymentOrder)
+    .set({ lastQueriedAt: sql`now()` })
+    .where(eq(paymentOrder.outTradeNo, outTradeNo));
+  const status = await queryProvider(outTradeNo, deps);
+  if (status.status !== "PAID" && status.status !== "CLOSED") {
+    return { outTradeNo, providerStatus: status.status, outcome: "UNCHANGED" };
+  }
+  const fact: NotificationBody = {
+    id: `query:${outTradeNo}:${status.status}`,
+    type: status.status === "PAID" ? "payment.succeeded" : "payment.closed",
+    app_id: status.app_id,
+    out_trade_no: outTradeNo,
+    transaction_id: status.transaction_id,
+    amount_cents: status.amount_cents ?? -1,
+    currency: status.currency ?? "",
+    created_at: new Date().toISOString(),
+  };
+  const verdict = await db.transaction(async (tx) => {
+    const applied = await applyProviderFact(tx, fact);
+    await recordReceived(
+      tx,
+      { deliveryId: null, notificationId: fact.id, outTradeNo, type: `query:${fact.type}` },
+      applied,
+    );
+    return applied;
+  });
+  return { outTradeNo, providerStatus: status.status, outcome: verdict.outcome };
+}
+
+async function queryProvider(outTradeNo: string, deps: StatusQueryDeps): Promise<TradeStatus> {
+  const path = tradeQueryPath(deps.appId, outTradeNo);
+  const nowS = () => Math.floor((deps.now?.() ?? new Date()).getTime() / 1000);
+  let response: Response;
+  try {
+    response = await (deps.fetchFn ?? fetch)(`${deps.providerBaseUrl}${path}`, {
+      headers: { [SIGNATURE_HEADER]: signQuery(deps.webhookSecret, path, nowS()) },
+      signal: AbortSignal.timeout(deps.timeoutMs ?? 5_000),
+    });
+  } catch (error) {
+    throw serviceUnavailable(error);
+  }
+  const text = await response.text();
+  if (!response.ok)
+    throw serviceUnavailable(new Error(`provider answered ${response.status}: ${text.slice(0, 200)}`));
+  const check = verifyBodySignature(
+    deps.webhookSecret,
+    text,
+    response.headers.get(SIGNATURE_HEADER),
+    nowS(),
+    deps.toleranceS,
+  );
+  if (check !== "OK")
+    throw serviceUnavailable(new Error(`provider answer failed its signature check: ${check}`));
+  return tradeStatusSchema.parse(JSON.parse(text));
+}
+
+/** The background job: payments still PENDING after `olderThanS`, each asked at most once per `olderThanS`. */
+export async function syncStalePayments(
+  db: Db,
+  deps: StatusQueryDeps,
+  options: { olderThanS: number; limit?: number },
+): Promise<SyncResult[]> {
+  const due = await db.execute<{ out_trade_no: string }>(sql`
+    UPDATE payment_order SET last_queried_at = now()
+     WHERE id IN (SELECT id FROM payment_order
+                   WHERE status = 'PENDING'
+                     AND created_at < now() - ${options.olderThanS} * interval '1 second'
+                     AND (last_queried_at IS NULL OR last_queried_at < now() - ${options.olderThanS} * interval '1 second')
+                   ORDER BY created_at
+                   LIMIT ${options.limit ?? 20}
+                   FOR UPDATE SKIP LOCKED)
+    RETURNING out_trade_no`);
+  const results: SyncResult[] = [];
+  for (const row of due) results.push(await syncPaymentStatus(db, row.out_trade_no, deps));
+  return results;
+}
+
+/** The order page's "Check payment status" button. */
+export async function checkOrderPayment(db: Db, userId: string, orderId: string, deps: StatusQueryDeps) {
+  const [order] = await db
+    .select({ id: orders.id })
+    .from(orders)
+    .where(and(eq(orders.id, orderId), eq(orders.userId, userId)));
+  if (!order) throw new DomainError("ORDER_NOT_FOUND", "order not found");
+  const pending = await db
+    .select({ outTradeNo: paymentOrder.outTradeNo })
+    .from(paymentOrder)
+    .where(and(eq(paymentOrder.orderId, orderId), inArray(paymentOrder.status, ["PENDING"])));
+  const results: SyncResult[] = [];
+  for (const payment of pending) results.push(await syncPaymentStatus(db, payment.outTradeNo, deps));
+  const [after] = await db.select({ status: orders.status }).from(orders).where(eq(orders.id, orderId));
+  return { orderStatus: after?.status ?? "PENDING_PAYMENT", checked: results };
+}
