@@ -2,24 +2,35 @@ import { expect, test } from "@playwright/test";
 import { database, ordersOf, shopperId } from "./support/db";
 import { ShopPage } from "./support/shop-page";
 
+async function placeAndPay(shop: ShopPage) {
+  await shop.goto();
+  await shop.add("Enamel mug", 2);
+  await shop.placeOrderButton.click();
+  await shop.expectOrderPage("$25.00");
+  const orderUrl = shop.page.url();
+  // A double click on "Pay" still opens one payment.
+  await shop.page.getByRole("button", { name: "Pay", exact: true }).dblclick();
+  await expect(shop.page).toHaveURL(/\/provider\/pay\//);
+  await expect(shop.page.getByRole("heading", { name: "Pay $25.00" })).toBeVisible();
+  await shop.page.getByRole("button", { name: "Confirm payment" }).click();
+  await expect(shop.page).toHaveURL(orderUrl);
+  await expect(shop.page.getByTestId("order-status")).toHaveText("PAID", { timeout: 20_000 });
+}
+
+async function paymentFacts(orderId: string) {
+  const [facts] = await database()`
+    SELECT (SELECT count(*)::int FROM payment_order WHERE order_id = ${orderId}) AS payments,
+           (SELECT count(*)::int FROM payment_order WHERE order_id = ${orderId} AND status = 'SUCCESS') AS successes,
+           (SELECT count(*)::int FROM outbox_event WHERE aggregate_id = ${orderId}) AS events`;
+  return facts;
+}
+
 test("pay on the provider page and see the order paid, while the provider sends duplicates", async ({
   page,
   context,
 }) => {
   const shop = new ShopPage(page);
-  await shop.goto();
-  await shop.add("Enamel mug", 2);
-  await shop.placeOrderButton.click();
-  await shop.expectOrderPage("$25.00");
-
-  // A double click on "Pay" still opens one payment.
-  await page.getByRole("button", { name: "Pay" }).dblclick();
-  await expect(page).toHaveURL(/\/provider\/pay\//);
-  await expect(page.getByRole("heading", { name: "Pay $25.00" })).toBeVisible();
-  await page.getByRole("button", { name: "Confirm payment" }).click();
-
-  await expect(page).toHaveURL(/\/orders\/[0-9a-f-]{36}$/);
-  await expect(page.getByTestId("order-status")).toHaveText("PAID", { timeout: 20_000 });
+  await placeAndPay(shop);
 
   const [order] = await ordersOf(await shopperId(context));
   const sql = database();
@@ -34,10 +45,47 @@ test("pay on the provider page and see the order paid, while the provider sends 
       { timeout: 20_000 },
     )
     .toBeGreaterThanOrEqual(3);
-  const [facts] = await sql`
-    SELECT (SELECT count(*)::int FROM payment_order WHERE order_id = ${order?.id ?? ""}) AS payments,
-           (SELECT count(*)::int FROM payment_order WHERE order_id = ${order?.id ?? ""} AND status = 'SUCCESS') AS successes,
-           (SELECT count(*)::int FROM outbox_event WHERE aggregate_id = ${order?.id ?? ""}) AS events`;
-  expect(facts).toEqual({ payments: 1, successes: 1, events: 1 });
+  expect(await paymentFacts(order?.id ?? "")).toEqual({ payments: 1, successes: 1, events: 1 });
   await expect(page.getByTestId("notification").filter({ hasText: "DUPLICATE" }).first()).toBeVisible();
+});
+
+test("from the provider admin page, 10 concurrent duplicates and a tampered one change nothing more", async ({
+  page,
+  context,
+}) => {
+  const shop = new ShopPage(page);
+  await placeAndPay(shop);
+  const [order] = await ordersOf(await shopperId(context));
+  const [payment] =
+    await database()`SELECT out_trade_no FROM payment_order WHERE order_id = ${order?.id ?? ""}`;
+  const outTradeNo = String(payment?.out_trade_no);
+
+  await page.goto("/provider/admin");
+  const trade = page.getByRole("article", { name: `Trade ${outTradeNo}` });
+  await expect(trade.getByTestId("trade-status")).toHaveText("PAID");
+  await trade.getByLabel("N").fill("10");
+  await trade.getByRole("button", { name: "Fire N identical notifications at once" }).click();
+  await expect(page.getByRole("status").filter({ hasText: "FIRE_CONCURRENT" })).toHaveText(
+    "FIRE_CONCURRENT: 10 sent, 10 acknowledged by the merchant",
+  );
+  await trade.getByRole("button", { name: "Send with a tampered signature" }).click();
+  await expect(page.getByRole("status").filter({ hasText: "TAMPERED" })).toHaveText(
+    "TAMPERED_SIGNATURE: 1 sent, 0 acknowledged by the merchant",
+  );
+  // The rejected attempt is on the timeline with the merchant's 401.
+  await expect(
+    trade
+      .getByTestId("delivery-attempt")
+      .filter({ hasText: "TAMPERED_SIGNATURE" })
+      .filter({ hasText: "401" }),
+  ).toHaveCount(1);
+
+  expect(await paymentFacts(order?.id ?? "")).toEqual({ payments: 1, successes: 1, events: 1 });
+  const outcomes = await database()`
+    SELECT outcome, count(*)::int AS n FROM payment_notification WHERE out_trade_no = ${outTradeNo}
+     GROUP BY outcome ORDER BY outcome`;
+  const byOutcome = Object.fromEntries(outcomes.map((r) => [r.outcome, r.n]));
+  expect(byOutcome.PROCESSED).toBe(1);
+  expect(byOutcome.BAD_SIGNATURE).toBe(1);
+  expect(byOutcome.DUPLICATE).toBeGreaterThanOrEqual(10);
 });

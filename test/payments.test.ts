@@ -7,6 +7,7 @@ import { createOrder } from "../src/server/orders/create-order";
 import { createPayment } from "../src/server/payments/create-payment";
 import { handlePaymentNotification } from "../src/server/payments/notify";
 import { syncPaymentStatus, syncStalePayments } from "../src/server/payments/status-query";
+import { type AdminActionInput, runAdminAction } from "../src/server/provider/admin";
 import { type NotificationBody, payRequestSchema, signBody } from "../src/server/provider/contract";
 import { deliverDueNotifications } from "../src/server/provider/delivery";
 import { answerStatusQuery } from "../src/server/provider/query-api";
@@ -393,7 +394,8 @@ describe("the mock provider's delivery", () => {
       syncStalePayments(t.db, queryDeps(), { olderThanS: 0 }),
       syncStalePayments(t.db, queryDeps(), { olderThanS: 0 }),
     ]);
-    expect(results.flat().filter((r) => r.outTradeNo === payment.outTradeNo)).toHaveLength(1);
+    const mine = results.flat().filter((r) => r.outTradeNo === payment.outTradeNo);
+    expect(mine.filter((r) => r.outcome === "PROCESSED")).toHaveLength(1);
     expect(await state(order.orderId)).toMatchObject({
       order_status: "PAID",
       successes: 1,
@@ -455,5 +457,73 @@ describe("the mock provider's delivery", () => {
       checked: [{ providerStatus: "PAID", outcome: "PROCESSED" }],
     });
     expect(await state(order.orderId)).toMatchObject({ successes: 1, events: 1 });
+  });
+
+  it("lets the admin page fire concurrent duplicates and faults at a paid trade without a second effect", async () => {
+    const { order, payment } = await paidTrade();
+    expect(await deliverUntilSettled(payment.outTradeNo)).toBe("DELIVERED");
+    const run = (action: AdminActionInput["action"], count = 10) =>
+      runAdminAction(t.db, TEST_APP_ID, payment.outTradeNo, { action, count, delayS: 30 }, app.provider);
+
+    const fired = await run("FIRE_CONCURRENT", 10);
+    expect(fired.filter((r) => r.ok)).toHaveLength(10);
+    const [tampered] = await run("TAMPERED_SIGNATURE");
+    const [wrongAmount] = await run("WRONG_AMOUNT");
+    const [stale] = await run("STALE_TIMESTAMP");
+    expect([tampered?.httpStatus, wrongAmount?.httpStatus, stale?.httpStatus]).toEqual([401, 400, 401]);
+    await run("CLOSED_AFTER_SUCCESS");
+    expect(await deliverUntilSettled(payment.outTradeNo)).toBe("DELIVERED");
+    await run("REORDER");
+
+    expect(await state(order.orderId)).toMatchObject({
+      order_status: "PAID",
+      successes: 1,
+      events: 1,
+      processed: 1,
+    });
+    const outcomes = await t.sql`
+      SELECT DISTINCT outcome FROM payment_notification WHERE out_trade_no = ${payment.outTradeNo} ORDER BY outcome`;
+    expect(outcomes.map((r) => r.outcome)).toEqual([
+      "AMOUNT_MISMATCH",
+      "BAD_SIGNATURE",
+      "DUPLICATE",
+      "IGNORED",
+      "PROCESSED",
+      "STALE_TIMESTAMP",
+    ]);
+  });
+
+  it("lets the admin page delay and drop deliveries", async () => {
+    const { order, payment } = await paidTrade();
+    await runAdminAction(
+      t.db,
+      TEST_APP_ID,
+      payment.outTradeNo,
+      { action: "DELAY", count: 1, delayS: 600 },
+      app.provider,
+    );
+    await deliverDueNotifications(t.db, app.provider);
+    const [delayed] = await t.sql`
+      SELECT count(*)::int AS n FROM provider_delivery_attempt a
+        JOIN provider_notification n ON n.id = a.notification_id
+        JOIN provider_trade tr ON tr.id = n.trade_id
+       WHERE tr.out_trade_no = ${payment.outTradeNo}`;
+    expect(delayed?.n).toBe(0);
+    await runAdminAction(
+      t.db,
+      TEST_APP_ID,
+      payment.outTradeNo,
+      { action: "DROP_ON", count: 1, delayS: 1 },
+      app.provider,
+    );
+    const [sent] = await runAdminAction(
+      t.db,
+      TEST_APP_ID,
+      payment.outTradeNo,
+      { action: "RESEND", count: 1, delayS: 1 },
+      app.provider,
+    );
+    expect(sent).toMatchObject({ ok: false, httpStatus: null });
+    expect((await state(order.orderId))?.order_status).toBe("PENDING_PAYMENT");
   });
 });

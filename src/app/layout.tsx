@@ -17,6 +17,10 @@ export default function RootLayout({ children }: { children: ReactNode }) {
           <Link href="/">
             <h1>Exactly-once checkout</h1>
           </Link>
+          <nav aria-label="Site">
+            <Link href="/">Shop</Link>
+            <Link href="/provider/admin">Provider admin</Link>
+          </nav>
         </header>
         <main>
           <Providers>{children}</Providers>
