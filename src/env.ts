@@ -46,6 +46,8 @@ const schema = z.object({
   PAYMENT_QUERY_AFTER_S: z.coerce.number().int().positive().default(30),
   /** How often the status-query job runs (0: never). */
   PAYMENT_QUERY_INTERVAL_MS: z.coerce.number().int().nonnegative().default(10_000),
+  /** Which real provider's retry schedule the mock copies. */
+  PROVIDER_RETRY_SCHEDULE: z.enum(["wechat", "alipay"]).default("wechat"),
   PROVIDER_DELIVERY_POLL_MS: z.coerce.number().int().nonnegative().default(250),
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
 });

@@ -21,5 +21,5 @@ export function proxy(request: NextRequest) {
 
 export const config = {
   // API routes make their own session when needed; static files need none.
-  matcher: ["/((?!api/|_next/static|_next/image|favicon.ico).*)"],
+  matcher: ["/((?!api/|provider/api/|_next/static|_next/image|favicon.ico).*)"],
 };

@@ -1,6 +1,12 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type AppServer, HttpShopper, startAppServer } from "./support/app-server";
+import { signQuery, tradeQueryPath, verifyBodySignature } from "../src/server/provider/contract";
+import {
+  type AppServer,
+  HttpShopper,
+  startAppServer,
+  TEST_SERVER_WEBHOOK_SECRET,
+} from "./support/app-server";
 import { createTestDatabase, type TestDatabase } from "./support/database";
 
 /** The built app under `next start`, two instances on two ports, one database. */
@@ -119,5 +125,48 @@ describe("over HTTP against next start", () => {
     const stolen = await mallory.query("orders.get", { orderId });
     expect(stolen.status).toBe(404);
     expect(mallory.sessionCookie).not.toContain(aliceId);
+  });
+});
+
+describe("provider-facing routes against next start", () => {
+  it("refuses unsigned or forged notifications and oversized bodies, changing nothing", async () => {
+    const forged = await fetch(`${first.baseUrl}/api/payments/notify`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "provider-signature": `t=1,v1=${"0".repeat(64)}` },
+      body: JSON.stringify({ id: "evt_x", type: "payment.succeeded" }),
+    });
+    expect(forged.status).toBe(401);
+    expect(await forged.json()).toMatchObject({ code: "FAIL" });
+    const unsigned = await fetch(`${first.baseUrl}/api/payments/notify`, { method: "POST", body: "{}" });
+    expect(unsigned.status).toBe(401);
+    const huge = await fetch(`${first.baseUrl}/api/payments/notify`, {
+      method: "POST",
+      body: "x".repeat(70_000),
+    });
+    expect(huge.status).toBe(413);
+    const [row] = await t.sql`SELECT count(*)::int AS n FROM payment_order WHERE status <> 'PENDING'`;
+    expect(row?.n).toBe(0);
+  });
+
+  it("answers the status query only when it is signed, and signs its answer", async () => {
+    const path = tradeQueryPath("app_checkout_demo", "P_UNKNOWN");
+    const unsigned = await fetch(`${first.baseUrl}${path}`);
+    expect(unsigned.status).toBe(401);
+    const nowS = Math.floor(Date.now() / 1000);
+    const signed = await fetch(`${first.baseUrl}${path}`, {
+      headers: { "provider-signature": signQuery(TEST_SERVER_WEBHOOK_SECRET, path, nowS) },
+    });
+    expect(signed.status).toBe(200);
+    const body = await signed.text();
+    expect(JSON.parse(body)).toMatchObject({ status: "NOT_FOUND", out_trade_no: "P_UNKNOWN" });
+    expect(
+      verifyBodySignature(
+        TEST_SERVER_WEBHOOK_SECRET,
+        body,
+        signed.headers.get("provider-signature"),
+        nowS,
+        300,
+      ),
+    ).toBe("OK");
   });
 });

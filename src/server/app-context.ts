@@ -3,7 +3,7 @@ import { createDb, type Db } from "./db/client";
 import type { IdempotencyConfig } from "./idempotency";
 import type { PaymentDeps } from "./payments/create-payment";
 import type { StatusQueryDeps } from "./payments/status-query";
-import type { DeliveryDeps } from "./provider/delivery";
+import { type DeliveryDeps, RETRY_SCHEDULES } from "./provider/delivery";
 
 /**
  * The composition root of the running app: the one place that turns settings
@@ -51,6 +51,7 @@ export function getAppContext(): AppContext {
       webhookSecret: env.PROVIDER_WEBHOOK_SECRET,
       timeScale: env.PROVIDER_TIME_SCALE,
       sendDuplicates: env.PROVIDER_SEND_DUPLICATES,
+      schedule: RETRY_SCHEDULES[env.PROVIDER_RETRY_SCHEDULE],
       pollMs: env.PROVIDER_DELIVERY_POLL_MS,
     },
   };

@@ -2,6 +2,8 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { createServer } from "node:net";
 import { NEXT_BIN } from "../../scripts/lib/build";
 
+export const TEST_SERVER_WEBHOOK_SECRET = "whsec_test_server_0123456789";
+
 export interface AppServer {
   baseUrl: string;
   stop(): Promise<void>;
@@ -24,6 +26,8 @@ export async function startAppServer(options: {
         DB_POOL_MAX: "10",
         LOG_LEVEL: "warn",
         IDEMPOTENCY_CLEANUP_INTERVAL_MS: "0",
+        PAYMENT_QUERY_INTERVAL_MS: "0",
+        PROVIDER_WEBHOOK_SECRET: TEST_SERVER_WEBHOOK_SECRET,
         ...options.env,
       },
       stdio: ["ignore", "pipe", "pipe"],

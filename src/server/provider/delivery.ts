@@ -6,9 +6,13 @@ import { DELIVERY_ID_HEADER, type NotificationBody, SIGNATURE_HEADER, signBody }
 import type { ProviderTrade } from "./trades";
 
 /** WeChat Pay's published schedule (seconds after each failed attempt), about 24 h in all. */
-export const RETRY_SCHEDULE_S = [
+export const WECHAT_SCHEDULE_S = [
   15, 15, 30, 180, 600, 1200, 1800, 1800, 1800, 3600, 10800, 10800, 10800, 21600, 21600,
 ];
+/** Alipay's: 4 min, 10 min, 10 min, 1 h, 2 h, 6 h, 15 h. */
+export const ALIPAY_SCHEDULE_S = [240, 600, 600, 3600, 7200, 21600, 54000];
+export const RETRY_SCHEDULES = { wechat: WECHAT_SCHEDULE_S, alipay: ALIPAY_SCHEDULE_S } as const;
+export const RETRY_SCHEDULE_S = WECHAT_SCHEDULE_S;
 
 /** What a real merchant endpoint gets: a provider gives up on it after 5 s. */
 export const MERCHANT_TIMEOUT_MS = 5_000;
