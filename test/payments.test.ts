@@ -280,7 +280,8 @@ describe("the mock provider's delivery", () => {
   });
   afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
 
-  async function paidTrade(failures?: { count: number; mode: "error" | "slow" }) {
+  /** An order with a payment whose trade is open at the provider, notifying our stub merchant. */
+  async function openTradeAtProvider() {
     const { userId, order } = await pendingPayment(1);
     const payment = await createPayment(
       t.db,
@@ -289,6 +290,11 @@ describe("the mock provider's delivery", () => {
       { ...app.payments, baseUrl },
     );
     await openFromPayUrl(payment.payUrl);
+    return { userId, order, payment };
+  }
+
+  async function paidTrade(failures?: { count: number; mode: "error" | "slow" }) {
+    const { userId, order, payment } = await openTradeAtProvider();
     if (failures) failFirst.set(payment.outTradeNo, failures);
     const confirmations = await Promise.all([
       confirmTrade(t.db, TEST_APP_ID, payment.outTradeNo),
@@ -363,14 +369,7 @@ describe("the mock provider's delivery", () => {
   });
 
   it("sends one payment.closed when the shopper cancels, however often", async () => {
-    const { userId, order } = await pendingPayment(1);
-    const payment = await createPayment(
-      t.db,
-      userId,
-      { orderId: order.orderId },
-      { ...app.payments, baseUrl },
-    );
-    await openFromPayUrl(payment.payUrl);
+    const { payment } = await openTradeAtProvider();
     await Promise.all([
       cancelTrade(t.db, TEST_APP_ID, payment.outTradeNo),
       cancelTrade(t.db, TEST_APP_ID, payment.outTradeNo),

@@ -14,11 +14,7 @@ const orderColumns = {
 
 /** Another shopper's order is indistinguishable from one that does not exist. */
 export async function getOrderById(db: Executor, userId: string, orderId: string) {
-  const [order] = await db
-    .select(orderColumns)
-    .from(orders)
-    .where(and(eq(orders.id, orderId), eq(orders.userId, userId)));
-  if (!order) throw new DomainError("ORDER_NOT_FOUND", "order not found");
+  const order = await getOwnedOrder(db, userId, orderId);
   const items = await db
     .select({
       skuId: orderItem.skuId,
@@ -40,4 +36,14 @@ export function listOrders(db: Executor, userId: string, limit = 50) {
     .where(eq(orders.userId, userId))
     .orderBy(desc(orders.createdAt))
     .limit(limit);
+}
+
+/** The shopper's order, or ORDER_NOT_FOUND (also for another shopper's order). */
+export async function getOwnedOrder(db: Executor, userId: string, orderId: string) {
+  const [order] = await db
+    .select(orderColumns)
+    .from(orders)
+    .where(and(eq(orders.id, orderId), eq(orders.userId, userId)));
+  if (!order) throw new DomainError("ORDER_NOT_FOUND", "order not found");
+  return order;
 }

@@ -1,15 +1,11 @@
-import { and, asc, desc, eq, inArray } from "drizzle-orm";
+import { asc, desc, eq, inArray } from "drizzle-orm";
 import type { Executor } from "../db/client";
-import { orders, paymentNotification, paymentOrder } from "../db/schema";
-import { DomainError } from "../errors";
+import { paymentNotification, paymentOrder } from "../db/schema";
+import { getOwnedOrder } from "../orders/queries";
 
 /** An order's payments and every notification received about them, oldest first. */
 export async function getPaymentTimeline(db: Executor, userId: string, orderId: string) {
-  const [order] = await db
-    .select({ id: orders.id })
-    .from(orders)
-    .where(and(eq(orders.id, orderId), eq(orders.userId, userId)));
-  if (!order) throw new DomainError("ORDER_NOT_FOUND", "order not found");
+  await getOwnedOrder(db, userId, orderId);
   const payments = await db
     .select({
       outTradeNo: paymentOrder.outTradeNo,

@@ -1,7 +1,8 @@
 import { and, eq, inArray, sql } from "drizzle-orm";
 import type { Db } from "../db/client";
 import { orders, paymentOrder } from "../db/schema";
-import { DomainError, serviceUnavailable } from "../errors";
+import { serviceUnavailable } from "../errors";
+import { getOwnedOrder } from "../orders/queries";
 import {
   type NotificationBody,
   SIGNATURE_HEADER,
@@ -116,11 +117,7 @@ export async function syncStalePayments(
 
 /** The order page's "Check payment status" button. */
 export async function checkOrderPayment(db: Db, userId: string, orderId: string, deps: StatusQueryDeps) {
-  const [order] = await db
-    .select({ id: orders.id })
-    .from(orders)
-    .where(and(eq(orders.id, orderId), eq(orders.userId, userId)));
-  if (!order) throw new DomainError("ORDER_NOT_FOUND", "order not found");
+  await getOwnedOrder(db, userId, orderId);
   const pending = await db
     .select({ outTradeNo: paymentOrder.outTradeNo })
     .from(paymentOrder)

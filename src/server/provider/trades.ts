@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { and, eq, sql } from "drizzle-orm";
+import { and, eq, type SQL, sql } from "drizzle-orm";
 import type { Db, Executor } from "../db/client";
 import { providerNotification, providerTrade } from "../db/schema";
 import { DomainError } from "../errors";
@@ -50,35 +50,29 @@ export async function getTrade(db: Executor, appId: string, outTradeNo: string):
 }
 
 /** The shopper confirmed on the pay page: WAITING → PAID once, and one notification for that fact. */
-export async function confirmTrade(db: Db, appId: string, outTradeNo: string): Promise<ProviderTrade> {
-  return db.transaction(async (tx) => {
-    const [paid] = await tx
-      .update(providerTrade)
-      .set({
-        status: "PAID",
-        transactionId: `T${Date.now()}${randomBytes(5).toString("hex").toUpperCase()}`,
-        paidAt: sql`now()`,
-        updatedAt: sql`now()`,
-      })
-      .where(
-        and(
-          eq(providerTrade.appId, appId),
-          eq(providerTrade.outTradeNo, outTradeNo),
-          eq(providerTrade.status, "WAITING"),
-        ),
-      )
-      .returning();
-    const trade = paid ?? (await getTrade(tx, appId, outTradeNo));
-    if (trade.status === "PAID") await queueNotification(tx, trade, "payment.succeeded");
-    return trade;
+export function confirmTrade(db: Db, appId: string, outTradeNo: string): Promise<ProviderTrade> {
+  return settleTrade(db, appId, outTradeNo, {
+    status: "PAID",
+    transactionId: `T${Date.now()}${randomBytes(5).toString("hex").toUpperCase()}`,
+    paidAt: sql`now()`,
   });
 }
 
-export async function cancelTrade(db: Db, appId: string, outTradeNo: string): Promise<ProviderTrade> {
+/** The shopper cancelled: WAITING → CLOSED once, and one notification for that fact. */
+export function cancelTrade(db: Db, appId: string, outTradeNo: string): Promise<ProviderTrade> {
+  return settleTrade(db, appId, outTradeNo, { status: "CLOSED" });
+}
+
+async function settleTrade(
+  db: Db,
+  appId: string,
+  outTradeNo: string,
+  change: { status: "PAID" | "CLOSED"; transactionId?: string; paidAt?: SQL },
+): Promise<ProviderTrade> {
   return db.transaction(async (tx) => {
-    const [closed] = await tx
+    const [moved] = await tx
       .update(providerTrade)
-      .set({ status: "CLOSED", updatedAt: sql`now()` })
+      .set({ ...change, updatedAt: sql`now()` })
       .where(
         and(
           eq(providerTrade.appId, appId),
@@ -87,8 +81,11 @@ export async function cancelTrade(db: Db, appId: string, outTradeNo: string): Pr
         ),
       )
       .returning();
-    const trade = closed ?? (await getTrade(tx, appId, outTradeNo));
-    if (trade.status === "CLOSED") await queueNotification(tx, trade, "payment.closed");
+    const trade = moved ?? (await getTrade(tx, appId, outTradeNo));
+    // A repeat (or a second click) finds the notification already queued: ON CONFLICT keeps one.
+    if (trade.status === change.status) {
+      await queueNotification(tx, trade, change.status === "PAID" ? "payment.succeeded" : "payment.closed");
+    }
     return trade;
   });
 }

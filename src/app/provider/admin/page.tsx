@@ -1,3 +1,4 @@
+import { formatMoney } from "../../../client/money";
 import { getAppContext } from "../../../server/app-context";
 import { ADMIN_ACTIONS, type AdminAction, listTradesForAdmin } from "../../../server/provider/admin";
 import { AutoRefresh } from "./auto-refresh";
@@ -16,10 +17,6 @@ const LABELS: Record<AdminAction, string> = {
   DROP_ON: "Drop all notifications",
   DROP_OFF: "Stop dropping notifications",
 };
-
-function money(cents: number, currency: string) {
-  return new Intl.NumberFormat("en-US", { style: "currency", currency }).format(cents / 100);
-}
 
 /** MockPay's operator view: transactions, every delivery attempt, and the faults to inject. */
 export default async function ProviderAdminPage({
@@ -49,7 +46,7 @@ export default async function ProviderAdminPage({
           aria-label={`Trade ${trade.outTradeNo}`}
         >
           <h3>
-            <code>{trade.outTradeNo}</code> · {money(trade.amountCents, trade.currency)} ·{" "}
+            <code>{trade.outTradeNo}</code> · {formatMoney(trade.amountCents, trade.currency)} ·{" "}
             <span data-testid="trade-status">{trade.status}</span>
             {trade.dropNotifications && <span className="alert"> · dropping notifications</span>}
           </h3>

@@ -1,12 +1,9 @@
+import { formatMoney } from "../../../../client/money";
 import { getAppContext } from "../../../../server/app-context";
 import { payRequestSchema } from "../../../../server/provider/contract";
 import { openTrade, type ProviderTrade } from "../../../../server/provider/trades";
 
 export const dynamic = "force-dynamic";
-
-function money(cents: number, currency: string) {
-  return new Intl.NumberFormat("en-US", { style: "currency", currency }).format(cents / 100);
-}
 
 /** MockPay's hosted page: what the shopper sees after "Pay" on the merchant's order page. */
 export default async function PayPage({
@@ -30,7 +27,7 @@ export default async function PayPage({
   return (
     <section className="provider" aria-labelledby="provider-heading">
       <p className="muted small">MockPay · a simulated payment provider</p>
-      <h2 id="provider-heading">Pay {trade ? money(trade.amountCents, trade.currency) : ""}</h2>
+      <h2 id="provider-heading">Pay {trade ? formatMoney(trade.amountCents, trade.currency) : ""}</h2>
       {problem && <p role="alert">{problem}</p>}
       {trade && (
         <>
