@@ -81,6 +81,14 @@ test("from the provider admin page, 10 concurrent duplicates and a tampered one 
   ).toHaveCount(1);
 
   expect(await paymentFacts(order?.id ?? "")).toEqual({ payments: 1, successes: 1, events: 1 });
+  // The merchant's operations page lists the refused notification.
+  await page.goto("/admin");
+  await expect(
+    page
+      .getByTestId("notification-issue")
+      .filter({ hasText: outTradeNo })
+      .filter({ hasText: "BAD_SIGNATURE" }),
+  ).toHaveCount(1);
   const outcomes = await database()`
     SELECT outcome, count(*)::int AS n FROM payment_notification WHERE out_trade_no = ${outTradeNo}
      GROUP BY outcome ORDER BY outcome`;

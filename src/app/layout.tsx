@@ -19,6 +19,7 @@ export default function RootLayout({ children }: { children: ReactNode }) {
           </Link>
           <nav aria-label="Site">
             <Link href="/">Shop</Link>
+            <Link href="/admin">Operations</Link>
             <Link href="/provider/admin">Provider admin</Link>
           </nav>
         </header>

@@ -1,4 +1,4 @@
-import { asc, desc, eq, inArray } from "drizzle-orm";
+import { asc, desc, eq, inArray, ne, or, sql } from "drizzle-orm";
 import type { Executor } from "../db/client";
 import { paymentNotification, paymentOrder } from "../db/schema";
 import { getOwnedOrder } from "../orders/queries";
@@ -38,4 +38,30 @@ export async function getPaymentTimeline(db: Executor, userId: string, orderId: 
         .orderBy(asc(paymentNotification.receivedAt), asc(paymentNotification.id))
     : [];
   return { payments, notifications };
+}
+
+/** For operators: notifications that were refused or need a person, newest first, and totals by outcome. */
+export async function listNotificationIssues(db: Executor, limit = 50) {
+  const issues = await db
+    .select({
+      id: paymentNotification.id,
+      receivedAt: paymentNotification.receivedAt,
+      outTradeNo: paymentNotification.outTradeNo,
+      type: paymentNotification.type,
+      outcome: paymentNotification.outcome,
+      detail: paymentNotification.detail,
+      alert: paymentNotification.alert,
+      httpStatus: paymentNotification.httpStatus,
+      deliveryId: paymentNotification.deliveryId,
+    })
+    .from(paymentNotification)
+    .where(or(eq(paymentNotification.alert, true), ne(paymentNotification.httpStatus, 200)))
+    .orderBy(desc(paymentNotification.receivedAt), desc(paymentNotification.id))
+    .limit(limit);
+  const totals = await db
+    .select({ outcome: paymentNotification.outcome, count: sql<number>`count(*)::int` })
+    .from(paymentNotification)
+    .groupBy(paymentNotification.outcome)
+    .orderBy(paymentNotification.outcome);
+  return { issues, totals };
 }
