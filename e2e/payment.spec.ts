@@ -14,14 +14,15 @@ async function placeAndPay(shop: ShopPage) {
   await expect(shop.page.getByRole("heading", { name: "Pay $25.00" })).toBeVisible();
   await shop.page.getByRole("button", { name: "Confirm payment" }).click();
   await expect(shop.page).toHaveURL(orderUrl);
-  await expect(shop.page.getByTestId("order-status")).toHaveText("PAID", { timeout: 20_000 });
+  // Paid, and soon shipped by the event worker.
+  await expect(shop.page.getByTestId("order-status")).toHaveText(/^(PAID|SHIPPED)$/, { timeout: 20_000 });
 }
 
 async function paymentFacts(orderId: string) {
   const [facts] = await database()`
     SELECT (SELECT count(*)::int FROM payment_order WHERE order_id = ${orderId}) AS payments,
            (SELECT count(*)::int FROM payment_order WHERE order_id = ${orderId} AND status = 'SUCCESS') AS successes,
-           (SELECT count(*)::int FROM outbox_event WHERE aggregate_id = ${orderId}) AS events`;
+           (SELECT count(*)::int FROM outbox_event WHERE aggregate_id = ${orderId} AND event_type = 'OrderPaid') AS events`;
   return facts;
 }
 
@@ -47,6 +48,13 @@ test("pay on the provider page and see the order paid, while the provider sends 
     .toBeGreaterThanOrEqual(3);
   expect(await paymentFacts(order?.id ?? "")).toEqual({ payments: 1, successes: 1, events: 1 });
   await expect(page.getByTestId("notification").filter({ hasText: "DUPLICATE" }).first()).toBeVisible();
+  // Fulfilment: the worker consumes OrderPaid once per consumer and ships.
+  await expect(page.getByTestId("order-status")).toHaveText("SHIPPED", { timeout: 20_000 });
+  const [effects] = await sql`
+    SELECT (SELECT count(*)::int FROM stock_deduct_record WHERE order_id = ${order?.id ?? ""}) AS deductions,
+           (SELECT count(*)::int FROM benefit_grant WHERE order_id = ${order?.id ?? ""}) AS grants,
+           (SELECT count(*)::int FROM shipment WHERE order_id = ${order?.id ?? ""}) AS shipments`;
+  expect(effects).toEqual({ deductions: 1, grants: 2, shipments: 1 });
 });
 
 test("from the provider admin page, 10 concurrent duplicates and a tampered one change nothing more", async ({

@@ -49,6 +49,13 @@ const schema = z.object({
   /** Which real provider's retry schedule the mock copies. */
   PROVIDER_RETRY_SCHEDULE: z.enum(["wechat", "alipay"]).default("wechat"),
   PROVIDER_DELIVERY_POLL_MS: z.coerce.number().int().nonnegative().default(250),
+  /** Run the event worker (outbox relay + consumers) inside each app instance. */
+  WORKER_IN_APP: z
+    .enum(["true", "false"])
+    .default("true")
+    .transform((v) => v === "true"),
+  WORKER_CONCURRENCY: z.coerce.number().int().min(1).max(50).default(4),
+  OUTBOX_RELAY_INTERVAL_MS: z.coerce.number().int().min(10).default(200),
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
 });
 

@@ -74,7 +74,7 @@ async function state(orderId: string) {
     SELECT (SELECT status FROM orders WHERE id = ${orderId}) AS order_status,
            (SELECT count(*)::int FROM payment_order WHERE order_id = ${orderId}) AS payments,
            (SELECT count(*)::int FROM payment_order WHERE order_id = ${orderId} AND status = 'SUCCESS') AS successes,
-           (SELECT count(*)::int FROM outbox_event WHERE aggregate_id = ${orderId}::text) AS events,
+           (SELECT count(*)::int FROM outbox_event WHERE aggregate_id = ${orderId}::text AND event_type = 'OrderPaid') AS events,
            (SELECT count(*)::int FROM payment_notification n JOIN payment_order p ON p.out_trade_no = n.out_trade_no
              WHERE p.order_id = ${orderId} AND n.outcome = 'PROCESSED') AS processed`;
   return row;

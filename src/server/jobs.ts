@@ -1,5 +1,6 @@
 import { getEnv } from "../env";
 import { getAppContext } from "./app-context";
+import { startWorker } from "./fulfilment/worker";
 import { deleteExpiredRecords } from "./idempotency";
 import { getLogger } from "./logger";
 import { syncStalePayments } from "./payments/status-query";
@@ -25,6 +26,7 @@ export function startBackgroundJobs(): void {
   }
   startProviderDelivery(timers);
   startPaymentStatusQueries(timers);
+  if (getEnv().WORKER_IN_APP) void startEventWorker();
   globalForJobs.checkoutJobs = timers;
 }
 
@@ -62,4 +64,20 @@ function startPaymentStatusQueries(timers: NodeJS.Timeout[]): void {
   }, payments.queryIntervalMs);
   timer.unref();
   timers.push(timer);
+}
+
+/** Outbox relay and idempotent consumers, in this process (WORKER_IN_APP) or via `npm run worker`. */
+export async function startEventWorker() {
+  const env = getEnv();
+  try {
+    return await startWorker(getAppContext().db, {
+      connectionString: env.databaseUrl,
+      concurrency: env.WORKER_CONCURRENCY,
+      relayIntervalMs: env.OUTBOX_RELAY_INTERVAL_MS,
+      log: getLogger(),
+    });
+  } catch (err) {
+    getLogger().error({ err }, "the event worker could not start");
+    return undefined;
+  }
 }

@@ -27,6 +27,7 @@ export async function startAppServer(options: {
         LOG_LEVEL: "warn",
         IDEMPOTENCY_CLEANUP_INTERVAL_MS: "0",
         PAYMENT_QUERY_INTERVAL_MS: "0",
+        WORKER_IN_APP: "false",
         PROVIDER_WEBHOOK_SECRET: TEST_SERVER_WEBHOOK_SECRET,
         ...options.env,
       },

@@ -13,8 +13,11 @@ export function OrderView({ orderId }: { orderId: string }) {
       { orderId },
       {
         retry: false,
-        // While a payment may be arriving, watch the status change without a reload.
-        refetchInterval: (query) => (query.state.data?.status === "PENDING_PAYMENT" ? 1_000 : false),
+        // While a payment or fulfilment may be arriving, watch the status change without a reload.
+        refetchInterval: (query) =>
+          query.state.data?.status === "PENDING_PAYMENT" || query.state.data?.status === "PAID"
+            ? 1_000
+            : false,
       },
     ),
   );

@@ -1,7 +1,10 @@
 import { fileURLToPath } from "node:url";
 import { drizzle } from "drizzle-orm/postgres-js";
 import { migrate } from "drizzle-orm/postgres-js/migrator";
+import { Logger, runMigrations as runQueueMigrations } from "graphile-worker";
 import postgres from "postgres";
+
+const quietLogger = new Logger(() => () => {});
 
 export const MIGRATIONS_FOLDER = fileURLToPath(new URL("../../../drizzle", import.meta.url));
 
@@ -21,6 +24,8 @@ export async function runMigrations(url: string): Promise<void> {
       await migrate(drizzle({ client, casing: "snake_case" }), {
         migrationsFolder: MIGRATIONS_FOLDER,
       });
+      // The job queue's own schema (graphile_worker), versioned by the library.
+      await runQueueMigrations({ connectionString: url, logger: quietLogger });
     } finally {
       await client`SELECT pg_advisory_unlock(${MIGRATION_LOCK_KEY})`;
     }

@@ -24,6 +24,8 @@ export const sku = pgTable(
     priceCents: integer().notNull(),
     currency: text().notNull().default("USD"),
     stock: integer().notNull(),
+    /** Stock when the product was added: stock = initial − deductions + returns, always. */
+    initialStock: integer().notNull().default(0),
     createdAt: createdAt(),
   },
   (t) => [
@@ -32,7 +34,14 @@ export const sku = pgTable(
   ],
 );
 
-export const ORDER_STATUSES = ["PENDING_PAYMENT", "PAID", "SHIPPED", "CLOSED", "REFUNDED"] as const;
+export const ORDER_STATUSES = [
+  "PENDING_PAYMENT",
+  "PAID",
+  "SHIPPED",
+  "STOCK_SHORT",
+  "CLOSED",
+  "REFUNDED",
+] as const;
 export type OrderStatus = (typeof ORDER_STATUSES)[number];
 
 export const orders = pgTable(
@@ -288,4 +297,90 @@ export const providerDeliveryAttempt = pgTable(
     ok: boolean().notNull(),
   },
   (t) => [index("provider_delivery_attempt_notification_idx").on(t.notificationId, t.startedAt)],
+);
+
+// ---------------------------------------------------------------------------
+// Fulfilment: idempotent consumers of outbox events
+
+export const CONSUME_STATUSES = ["PROCESSING", "DONE"] as const;
+
+/** A consumer saw this event. Its business effect is protected by a unique key of its own too. */
+export const messageConsumeRecord = pgTable(
+  "message_consume_record",
+  {
+    id: bigint({ mode: "number" }).primaryKey().generatedAlwaysAsIdentity(),
+    eventId: uuid()
+      .notNull()
+      .references(() => outboxEvent.id),
+    consumerName: text().notNull(),
+    status: text({ enum: CONSUME_STATUSES }).notNull().default("PROCESSING"),
+    /** What the consumer did: APPLIED, SKIPPED (nothing to do), … */
+    result: text(),
+    createdAt: createdAt(),
+    doneAt: timestamp({ withTimezone: true }),
+  },
+  (t) => [
+    uniqueIndex("message_consume_record_event_consumer_uq").on(t.eventId, t.consumerName),
+    check(
+      "message_consume_record_status_valid",
+      sql.raw(`status IN (${CONSUME_STATUSES.map((s) => `'${s}'`).join(", ")})`),
+    ),
+  ],
+);
+
+export const stockDeductRecord = pgTable(
+  "stock_deduct_record",
+  {
+    id: bigint({ mode: "number" }).primaryKey().generatedAlwaysAsIdentity(),
+    orderId: uuid()
+      .notNull()
+      .references(() => orders.id),
+    skuId: text()
+      .notNull()
+      .references(() => sku.id),
+    quantity: integer().notNull(),
+    createdAt: createdAt(),
+  },
+  (t) => [
+    uniqueIndex("stock_deduct_record_order_sku_uq").on(t.orderId, t.skuId),
+    check("stock_deduct_record_quantity_positive", sql`${t.quantity} > 0`),
+  ],
+);
+
+export const BENEFIT_TYPES = ["LOYALTY_POINTS", "COUPON"] as const;
+
+export const benefitGrant = pgTable(
+  "benefit_grant",
+  {
+    id: bigint({ mode: "number" }).primaryKey().generatedAlwaysAsIdentity(),
+    orderId: uuid()
+      .notNull()
+      .references(() => orders.id),
+    userId: text().notNull(),
+    benefitType: text({ enum: BENEFIT_TYPES }).notNull(),
+    /** Points, or the coupon's value in cents. */
+    amount: integer().notNull(),
+    code: text(),
+    createdAt: createdAt(),
+  },
+  (t) => [
+    uniqueIndex("benefit_grant_order_type_uq").on(t.orderId, t.benefitType),
+    check(
+      "benefit_grant_type_valid",
+      sql.raw(`benefit_type IN (${BENEFIT_TYPES.map((s) => `'${s}'`).join(", ")})`),
+    ),
+  ],
+);
+
+export const shipment = pgTable(
+  "shipment",
+  {
+    id: uuid().primaryKey().defaultRandom(),
+    orderId: uuid()
+      .notNull()
+      .references(() => orders.id),
+    trackingNo: text().notNull(),
+    createdAt: createdAt(),
+  },
+  (t) => [uniqueIndex("shipment_order_uq").on(t.orderId)],
 );

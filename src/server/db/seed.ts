@@ -43,7 +43,7 @@ export const CATALOGUE = [
 export async function seedCatalogue(db: Db): Promise<number> {
   const inserted = await db
     .insert(sku)
-    .values(CATALOGUE.map((item) => ({ ...item, currency: "USD" })))
+    .values(CATALOGUE.map((item) => ({ ...item, initialStock: item.stock, currency: "USD" })))
     .onConflictDoNothing({ target: sku.id })
     .returning({ id: sku.id });
   return inserted.length;

@@ -1,0 +1,132 @@
+import { randomBytes } from "node:crypto";
+import { and, asc, eq, sql } from "drizzle-orm";
+import type { Tx } from "../db/client";
+import { benefitGrant, orderItem, orders, outboxEvent, shipment, sku, stockDeductRecord } from "../db/schema";
+import type { Consumer, OutboxEvent } from "./consume";
+
+/** Events a consumer can raise in turn, in the same transaction as its effect. */
+async function raise(tx: Tx, eventType: string, orderId: string, payload: Record<string, unknown>) {
+  await tx
+    .insert(outboxEvent)
+    .values({
+      eventType,
+      aggregateType: "order",
+      aggregateId: orderId,
+      dedupeKey: `${eventType}:${orderId}`,
+      payload: { orderId, ...payload },
+    })
+    .onConflictDoNothing({ target: outboxEvent.dedupeKey });
+}
+
+const orderIdOf = (event: OutboxEvent) => (event.payload as { orderId: string }).orderId;
+
+class StockShort extends Error {
+  constructor(readonly skuId: string) {
+    super(`not enough ${skuId}`);
+  }
+}
+
+/**
+ * Deducts stock once per (order, SKU): the deduct record's unique key is the
+ * effect's own guard, and the conditional UPDATE never lets stock go below
+ * zero. If any line is short, nothing is deducted and the order is marked
+ * STOCK_SHORT (to be refunded) instead of overselling.
+ */
+export const stockConsumer: Consumer = {
+  name: "stock",
+  eventTypes: ["OrderPaid"],
+  async apply(tx, event) {
+    const orderId = orderIdOf(event);
+    const lines = await tx
+      .select({ skuId: orderItem.skuId, quantity: orderItem.quantity })
+      .from(orderItem)
+      .where(eq(orderItem.orderId, orderId))
+      // One lock order for every transaction: no deadlocks between orders sharing SKUs.
+      .orderBy(asc(orderItem.skuId));
+    try {
+      await tx.transaction(async (savepoint) => {
+        for (const line of lines) {
+          const [claimed] = await savepoint
+            .insert(stockDeductRecord)
+            .values({ orderId, skuId: line.skuId, quantity: line.quantity })
+            .onConflictDoNothing({ target: [stockDeductRecord.orderId, stockDeductRecord.skuId] })
+            .returning({ id: stockDeductRecord.id });
+          if (!claimed) continue;
+          const [deducted] = await savepoint
+            .update(sku)
+            .set({ stock: sql`${sku.stock} - ${line.quantity}` })
+            .where(and(eq(sku.id, line.skuId), sql`${sku.stock} >= ${line.quantity}`))
+            .returning({ id: sku.id });
+          if (!deducted) throw new StockShort(line.skuId);
+        }
+      });
+    } catch (error) {
+      if (!(error instanceof StockShort)) throw error;
+      await tx
+        .update(orders)
+        .set({ status: "STOCK_SHORT", updatedAt: sql`now()` })
+        .where(and(eq(orders.id, orderId), eq(orders.status, "PAID")));
+      await raise(tx, "StockShort", orderId, { skuId: error.skuId });
+      return "SKIPPED";
+    }
+    await raise(tx, "StockDeducted", orderId, {});
+    return "APPLIED";
+  },
+};
+
+/** Loyalty points (one per whole currency unit) and a coupon, once per (order, benefit type). */
+export const benefitsConsumer: Consumer = {
+  name: "benefits",
+  eventTypes: ["OrderPaid"],
+  async apply(tx, event) {
+    const { orderId, userId, amountCents } = event.payload as {
+      orderId: string;
+      userId: string;
+      amountCents: number;
+    };
+    const granted = await tx
+      .insert(benefitGrant)
+      .values([
+        { orderId, userId, benefitType: "LOYALTY_POINTS", amount: Math.floor(amountCents / 100) },
+        {
+          orderId,
+          userId,
+          benefitType: "COUPON",
+          amount: 500,
+          code: `THANKS-${randomBytes(4).toString("hex").toUpperCase()}`,
+        },
+      ])
+      .onConflictDoNothing({ target: [benefitGrant.orderId, benefitGrant.benefitType] })
+      .returning({ id: benefitGrant.id });
+    return granted.length > 0 ? "APPLIED" : "SKIPPED";
+  },
+};
+
+/** One shipment per order, once its stock is deducted; PAID → SHIPPED by conditional update. */
+export const shippingConsumer: Consumer = {
+  name: "shipping",
+  eventTypes: ["StockDeducted"],
+  async apply(tx, event) {
+    const orderId = orderIdOf(event);
+    const [created] = await tx
+      .insert(shipment)
+      .values({ orderId, trackingNo: `TRK${randomBytes(5).toString("hex").toUpperCase()}` })
+      .onConflictDoNothing({ target: shipment.orderId })
+      .returning({ id: shipment.id });
+    await tx
+      .update(orders)
+      .set({ status: "SHIPPED", updatedAt: sql`now()` })
+      .where(and(eq(orders.id, orderId), eq(orders.status, "PAID")));
+    return created ? "APPLIED" : "SKIPPED";
+  },
+};
+
+export const CONSUMERS: readonly Consumer[] = [stockConsumer, benefitsConsumer, shippingConsumer];
+
+export function consumersOf(eventType: string): Consumer[] {
+  return CONSUMERS.filter((consumer) => consumer.eventTypes.includes(eventType));
+}
+
+export function consumerNamed(name: string): Consumer | undefined {
+  return CONSUMERS.find((consumer) => consumer.name === name);
+}

@@ -1,0 +1,74 @@
+import { eq } from "drizzle-orm";
+import { Logger, run } from "graphile-worker";
+import type { Logger as Pino } from "pino";
+import type { Db } from "../db/client";
+import { outboxEvent } from "../db/schema";
+import { type ConsumeHooks, consumeOnce } from "./consume";
+import { consumerNamed } from "./consumers";
+import { CONSUME_TASK, type ConsumeJob, relayOutbox } from "./relay";
+
+export interface WorkerOptions {
+  connectionString: string;
+  concurrency: number;
+  /** How often the outbox relay looks for unpublished events. */
+  relayIntervalMs: number;
+  pollIntervalMs?: number;
+  hooks?: ConsumeHooks;
+  log: Pino;
+}
+
+export interface RunningWorker {
+  stop(): Promise<void>;
+}
+
+/** Handles one queued delivery: load the event, run the named consumer once. */
+export async function handleConsumeJob(db: Db, job: ConsumeJob, hooks?: ConsumeHooks) {
+  const consumer = consumerNamed(job.consumer);
+  if (!consumer) throw new Error(`unknown consumer ${job.consumer}`);
+  const [event] = await db.select().from(outboxEvent).where(eq(outboxEvent.id, job.eventId));
+  if (!event) throw new Error(`unknown event ${job.eventId}`);
+  return consumeOnce(db, event, consumer, hooks);
+}
+
+/**
+ * The event worker: graphile-worker runs the consumer jobs (retries with
+ * exponential backoff, dead letters after MAX_ATTEMPTS); a timer relays the
+ * outbox into the queue. Runs inside the app or as `npm run worker`, any
+ * number at once.
+ */
+export async function startWorker(db: Db, options: WorkerOptions): Promise<RunningWorker> {
+  const logger = new Logger(() => (level, message, meta) => {
+    const method = level === "error" ? "error" : level === "warning" ? "warn" : "debug";
+    options.log[method]({ ...meta, component: "graphile-worker" }, message);
+  });
+  const runner = await run({
+    connectionString: options.connectionString,
+    concurrency: options.concurrency,
+    noHandleSignals: true,
+    pollInterval: options.pollIntervalMs ?? 1000,
+    logger,
+    taskList: {
+      [CONSUME_TASK]: async (payload) => {
+        const outcome = await handleConsumeJob(db, payload as ConsumeJob, options.hooks);
+        options.log.info({ ...(payload as ConsumeJob), outcome }, "event consumed");
+      },
+    },
+  });
+  let relaying = false;
+  const relay = setInterval(() => {
+    if (relaying) return;
+    relaying = true;
+    relayOutbox(db)
+      .catch((err: unknown) => options.log.warn({ err }, "outbox relay failed; will retry"))
+      .finally(() => {
+        relaying = false;
+      });
+  }, options.relayIntervalMs);
+  relay.unref();
+  return {
+    async stop() {
+      clearInterval(relay);
+      await runner.stop();
+    },
+  };
+}
