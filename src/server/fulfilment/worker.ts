@@ -65,10 +65,15 @@ export async function startWorker(db: Db, options: WorkerOptions): Promise<Runni
       });
   }, options.relayIntervalMs);
   relay.unref();
+  let stopping: Promise<void> | undefined;
   return {
-    async stop() {
-      clearInterval(relay);
-      await runner.stop();
+    stop() {
+      stopping ??= (async () => {
+        clearInterval(relay);
+        // Stops taking jobs and waits for the running ones; a second signal must not throw.
+        await runner.stop().catch((err: unknown) => options.log.debug({ err }, "worker already stopped"));
+      })();
+      return stopping;
     },
   };
 }
