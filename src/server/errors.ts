@@ -14,6 +14,8 @@ export const DOMAIN_ERROR_CODES = [
   "OUT_OF_STOCK",
   "ORDER_NOT_FOUND",
   "ORDER_NOT_PAYABLE",
+  "ORDER_NOT_REFUNDABLE",
+  "REFUND_EXCEEDS_PAID",
 ] as const;
 
 export type DomainErrorCode = (typeof DOMAIN_ERROR_CODES)[number];

@@ -74,6 +74,7 @@ export async function startEventWorker() {
       connectionString: env.databaseUrl,
       concurrency: env.WORKER_CONCURRENCY,
       relayIntervalMs: env.OUTBOX_RELAY_INTERVAL_MS,
+      refunds: { ...getAppContext().payments, intervalMs: 1_000 },
       log: getLogger(),
     });
   } catch (err) {

@@ -4,7 +4,9 @@ import { createOrder } from "../../src/server/orders/create-order";
 import type { OrderLine } from "../../src/server/orders/schema";
 import { createPayment } from "../../src/server/payments/create-payment";
 import { handlePaymentNotification } from "../../src/server/payments/notify";
-import { signBody } from "../../src/server/provider/contract";
+import { payRequestSchema, signBody } from "../../src/server/provider/contract";
+import { deliverDueNotifications } from "../../src/server/provider/delivery";
+import { confirmTrade, openTrade } from "../../src/server/provider/trades";
 
 /** A shopper's order, paid through a signed success notification as the provider would send it. */
 export async function placePaidOrder(app: AppContext, items: OrderLine[]) {
@@ -32,4 +34,32 @@ export async function placePaidOrder(app: AppContext, items: OrderLine[]) {
   );
   if (answer.httpStatus !== 200) throw new Error(`payment failed: ${JSON.stringify(answer.body)}`);
   return { userId, orderId: order.orderId, amountCents: order.amountCents, outTradeNo: payment.outTradeNo };
+}
+
+/**
+ * The whole payment conversation over loopback HTTP: pay link, provider trade,
+ * confirmation, notifications delivered until acknowledged.
+ */
+export async function payThroughProvider(app: AppContext, items: OrderLine[]) {
+  const userId = randomUUID();
+  const order = await createOrder(app.db, userId, { requestId: randomUUID(), items });
+  const payment = await createPayment(app.db, userId, { orderId: order.orderId }, app.payments);
+  const { sig, ...request } = payRequestSchema.parse(
+    Object.fromEntries(new URL(payment.payUrl, "http://x").searchParams),
+  );
+  await openTrade(app.db, request, sig, app.provider.webhookSecret);
+  await confirmTrade(app.db, app.provider.appId, payment.outTradeNo);
+  await deliverAll(app);
+  return { userId, orderId: order.orderId, amountCents: order.amountCents, outTradeNo: payment.outTradeNo };
+}
+
+/** Runs the provider's delivery worker until nothing is due (bounded). */
+export async function deliverAll(app: AppContext, rounds = 30) {
+  for (let round = 0; round < rounds; round++) {
+    const sent = await deliverDueNotifications(app.db, { ...app.provider, sendDuplicates: true });
+    const [due] = await app.db.$client<{ n: number }[]>`
+      SELECT count(*)::int AS n FROM provider_notification WHERE status = 'PENDING' AND next_attempt_at <= now() + interval '1 second'`;
+    if (sent === 0 && (due?.n ?? 0) === 0) return;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
 }

@@ -261,6 +261,8 @@ export const providerNotification = pgTable(
       .notNull()
       .references(() => providerTrade.id),
     type: text().notNull(),
+    /** The business fact: the type for a payment, `refund.succeeded:<refund_no>` for a refund. */
+    factKey: text().notNull(),
     body: jsonb().notNull(),
     status: text({ enum: PROVIDER_NOTIFICATION_STATUSES }).notNull().default("PENDING"),
     attempts: integer().notNull().default(0),
@@ -269,7 +271,7 @@ export const providerNotification = pgTable(
     deliveredAt: timestamp({ withTimezone: true }),
   },
   (t) => [
-    uniqueIndex("provider_notification_trade_type_uq").on(t.tradeId, t.type),
+    uniqueIndex("provider_notification_trade_fact_uq").on(t.tradeId, t.factKey),
     index("provider_notification_due_idx").on(t.nextAttemptAt).where(sql`status = 'PENDING'`),
     check(
       "provider_notification_status_valid",
@@ -383,4 +385,102 @@ export const shipment = pgTable(
     createdAt: createdAt(),
   },
   (t) => [uniqueIndex("shipment_order_uq").on(t.orderId)],
+);
+
+// ---------------------------------------------------------------------------
+// Refunds
+
+export const REFUND_STATUSES = [
+  "REFUND_CREATED",
+  "REFUND_PROCESSING",
+  "REFUND_SUCCESS",
+  "REFUND_FAILED",
+] as const;
+export type RefundStatus = (typeof REFUND_STATUSES)[number];
+
+export const refundOrder = pgTable(
+  "refund_order",
+  {
+    id: uuid().primaryKey().defaultRandom(),
+    refundNo: text().notNull(),
+    orderId: uuid()
+      .notNull()
+      .references(() => orders.id),
+    paymentId: uuid()
+      .notNull()
+      .references(() => paymentOrder.id),
+    amountCents: bigint({ mode: "number" }).notNull(),
+    currency: text().notNull(),
+    status: text({ enum: REFUND_STATUSES }).notNull().default("REFUND_CREATED"),
+    reason: text().notNull().default(""),
+    failureReason: text(),
+    createdAt: createdAt(),
+    updatedAt: createdAt(),
+  },
+  (t) => [
+    uniqueIndex("refund_order_refund_no_uq").on(t.refundNo),
+    index("refund_order_order_idx").on(t.orderId),
+    index("refund_order_created_idx").on(t.createdAt).where(sql`status = 'REFUND_CREATED'`),
+    check("refund_order_amount_positive", sql`${t.amountCents} > 0`),
+    check(
+      "refund_order_status_valid",
+      sql.raw(`status IN (${REFUND_STATUSES.map((s) => `'${s}'`).join(", ")})`),
+    ),
+  ],
+);
+
+/** Stock given back by one refund, once per (refund, SKU). */
+export const stockReturnRecord = pgTable(
+  "stock_return_record",
+  {
+    id: bigint({ mode: "number" }).primaryKey().generatedAlwaysAsIdentity(),
+    refundId: uuid()
+      .notNull()
+      .references(() => refundOrder.id),
+    orderId: uuid()
+      .notNull()
+      .references(() => orders.id),
+    skuId: text()
+      .notNull()
+      .references(() => sku.id),
+    quantity: integer().notNull(),
+    createdAt: createdAt(),
+  },
+  (t) => [
+    uniqueIndex("stock_return_record_refund_sku_uq").on(t.refundId, t.skuId),
+    // An order's stock comes back at most once, whichever refund completes it.
+    uniqueIndex("stock_return_record_order_sku_uq").on(t.orderId, t.skuId),
+  ],
+);
+
+export const benefitReversal = pgTable(
+  "benefit_reversal",
+  {
+    id: bigint({ mode: "number" }).primaryKey().generatedAlwaysAsIdentity(),
+    orderId: uuid()
+      .notNull()
+      .references(() => orders.id),
+    refundId: uuid()
+      .notNull()
+      .references(() => refundOrder.id),
+    benefitType: text({ enum: BENEFIT_TYPES }).notNull(),
+    amount: integer().notNull(),
+    createdAt: createdAt(),
+  },
+  (t) => [uniqueIndex("benefit_reversal_order_type_uq").on(t.orderId, t.benefitType)],
+);
+
+export const providerRefund = pgTable(
+  "provider_refund",
+  {
+    id: uuid().primaryKey().defaultRandom(),
+    tradeId: uuid()
+      .notNull()
+      .references(() => providerTrade.id),
+    refundNo: text().notNull(),
+    amountCents: bigint({ mode: "number" }).notNull(),
+    status: text().notNull().default("SUCCEEDED"),
+    createdAt: createdAt(),
+  },
+  (t) => [uniqueIndex("provider_refund_trade_refund_no_uq").on(t.tradeId, t.refundNo)],
 );

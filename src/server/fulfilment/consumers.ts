@@ -1,7 +1,19 @@
 import { randomBytes } from "node:crypto";
-import { and, asc, eq, sql } from "drizzle-orm";
+import { and, asc, eq, ne, sql } from "drizzle-orm";
 import type { Tx } from "../db/client";
-import { benefitGrant, orderItem, orders, outboxEvent, shipment, sku, stockDeductRecord } from "../db/schema";
+import {
+  benefitGrant,
+  benefitReversal,
+  orderItem,
+  orders,
+  outboxEvent,
+  refundOrder,
+  shipment,
+  sku,
+  stockDeductRecord,
+  stockReturnRecord,
+} from "../db/schema";
+import { recordRefund } from "../refunds/create-refund";
 import type { Consumer, OutboxEvent } from "./consume";
 
 /** Events a consumer can raise in turn, in the same transaction as its effect. */
@@ -121,7 +133,97 @@ export const shippingConsumer: Consumer = {
   },
 };
 
-export const CONSUMERS: readonly Consumer[] = [stockConsumer, benefitsConsumer, shippingConsumer];
+interface RefundSucceededPayload {
+  orderId: string;
+  refundId: string;
+  fullyRefunded: boolean;
+}
+
+/**
+ * Gives back what the order took from stock once it is fully refunded, once:
+ * a return record per (refund, SKU) and per (order, SKU) guards the effect.
+ */
+export const stockReturnConsumer: Consumer = {
+  name: "stock-return",
+  eventTypes: ["RefundSucceeded"],
+  async apply(tx, event) {
+    const { orderId, refundId, fullyRefunded } = event.payload as RefundSucceededPayload;
+    if (!fullyRefunded) return "SKIPPED";
+    const deducted = await tx
+      .select({ skuId: stockDeductRecord.skuId, quantity: stockDeductRecord.quantity })
+      .from(stockDeductRecord)
+      .where(eq(stockDeductRecord.orderId, orderId))
+      .orderBy(asc(stockDeductRecord.skuId));
+    let returned = 0;
+    for (const line of deducted) {
+      const [claimed] = await tx
+        .insert(stockReturnRecord)
+        .values({ refundId, orderId, skuId: line.skuId, quantity: line.quantity })
+        .onConflictDoNothing()
+        .returning({ id: stockReturnRecord.id });
+      if (!claimed) continue;
+      await tx
+        .update(sku)
+        .set({ stock: sql`${sku.stock} + ${line.quantity}` })
+        .where(eq(sku.id, line.skuId));
+      returned++;
+    }
+    return returned > 0 ? "APPLIED" : "SKIPPED";
+  },
+};
+
+/** Takes back the order's points and coupon once it is fully refunded, once per (order, benefit type). */
+export const benefitReversalConsumer: Consumer = {
+  name: "benefit-reversal",
+  eventTypes: ["RefundSucceeded"],
+  async apply(tx, event) {
+    const { orderId, refundId, fullyRefunded } = event.payload as RefundSucceededPayload;
+    if (!fullyRefunded) return "SKIPPED";
+    const grants = await tx.select().from(benefitGrant).where(eq(benefitGrant.orderId, orderId));
+    if (grants.length === 0) return "SKIPPED";
+    const reversed = await tx
+      .insert(benefitReversal)
+      .values(grants.map((g) => ({ orderId, refundId, benefitType: g.benefitType, amount: g.amount })))
+      .onConflictDoNothing({ target: [benefitReversal.orderId, benefitReversal.benefitType] })
+      .returning({ id: benefitReversal.id });
+    return reversed.length > 0 ? "APPLIED" : "SKIPPED";
+  },
+};
+
+/** An order that could not be filled is refunded in full, automatically, under a refund_no derived from it. */
+export const autoRefundConsumer: Consumer = {
+  name: "auto-refund",
+  eventTypes: ["StockShort"],
+  async apply(tx, event) {
+    const orderId = orderIdOf(event);
+    const [order] = await tx
+      .select({ amountCents: orders.amountCents })
+      .from(orders)
+      .where(eq(orders.id, orderId));
+    const [refunded] = await tx
+      .select({ total: sql<string>`coalesce(sum(${refundOrder.amountCents}), 0)` })
+      .from(refundOrder)
+      .where(and(eq(refundOrder.orderId, orderId), ne(refundOrder.status, "REFUND_FAILED")));
+    const remaining = (order?.amountCents ?? 0) - Number(refunded?.total ?? 0);
+    if (remaining <= 0) return "SKIPPED";
+    const refund = await recordRefund(tx, {
+      orderId,
+      refundNo: `AUTO-${orderId}`,
+      amountCents: remaining,
+      reason: "automatic: not enough stock to fill the order",
+    });
+    return refund.replayed ? "SKIPPED" : "APPLIED";
+  },
+};
+
+export const CONSUMERS: readonly Consumer[] = [
+  stockConsumer,
+  benefitsConsumer,
+  shippingConsumer,
+  stockReturnConsumer,
+  benefitReversalConsumer,
+  autoRefundConsumer,
+];
 
 export function consumersOf(eventType: string): Consumer[] {
   return CONSUMERS.filter((consumer) => consumer.eventTypes.includes(eventType));

@@ -3,6 +3,7 @@ import { Logger, run } from "graphile-worker";
 import type { Logger as Pino } from "pino";
 import type { Db } from "../db/client";
 import { outboxEvent } from "../db/schema";
+import { type RefundDeps, submitPendingRefunds } from "../refunds/submit";
 import { type ConsumeHooks, consumeOnce } from "./consume";
 import { consumerNamed } from "./consumers";
 import { CONSUME_TASK, type ConsumeJob, relayOutbox } from "./relay";
@@ -14,6 +15,8 @@ export interface WorkerOptions {
   relayIntervalMs: number;
   pollIntervalMs?: number;
   hooks?: ConsumeHooks;
+  /** Where to send refunds still REFUND_CREATED (automatic refunds, lost answers). */
+  refunds?: RefundDeps & { intervalMs: number };
   log: Pino;
 }
 
@@ -65,11 +68,21 @@ export async function startWorker(db: Db, options: WorkerOptions): Promise<Runni
       });
   }, options.relayIntervalMs);
   relay.unref();
+  const refunds = options.refunds;
+  const submitter = refunds
+    ? setInterval(() => {
+        submitPendingRefunds(db, refunds).catch((err: unknown) =>
+          options.log.warn({ err }, "refund submission failed; will retry"),
+        );
+      }, refunds.intervalMs)
+    : undefined;
+  submitter?.unref();
   let stopping: Promise<void> | undefined;
   return {
     stop() {
       stopping ??= (async () => {
         clearInterval(relay);
+        if (submitter) clearInterval(submitter);
         // Stops taking jobs and waits for the running ones; a second signal must not throw.
         await runner.stop().catch((err: unknown) => options.log.debug({ err }, "worker already stopped"));
       })();

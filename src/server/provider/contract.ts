@@ -20,6 +20,8 @@ export const notificationBodySchema = z.object({
   amount_cents: z.number().int().nonnegative(),
   currency: z.string().length(3),
   created_at: z.string().min(1).max(40),
+  /** Refund notifications: which refund (amount_cents is then the refund's amount). */
+  refund_no: z.string().min(1).max(64).optional(),
 });
 export type NotificationBody = z.infer<typeof notificationBodySchema>;
 
@@ -130,3 +132,20 @@ export function verifyQuery(
 ): SignatureCheck {
   return verifyBodySignature(secret, `GET ${pathWithQuery}`, header, nowS, toleranceS);
 }
+
+/** A refund request: `POST /provider/api/refunds`, body signed like a notification; the answer is signed too. */
+export const refundRequestSchema = z.object({
+  app_id: z.string().min(1).max(100),
+  out_trade_no: z.string().min(1).max(64),
+  refund_no: z.string().min(1).max(64),
+  amount_cents: z.number().int().positive(),
+  currency: z.string().length(3),
+});
+export type RefundRequest = z.infer<typeof refundRequestSchema>;
+
+export const refundAnswerSchema = z.object({
+  refund_no: z.string(),
+  status: z.enum(["ACCEPTED", "REJECTED"]),
+  reason: z.string().optional(),
+});
+export type RefundAnswer = z.infer<typeof refundAnswerSchema>;

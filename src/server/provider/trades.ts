@@ -91,21 +91,28 @@ async function settleTrade(
 }
 
 /** One notification per (trade, type): the same id on every redelivery. */
-export async function queueNotification(tx: Executor, trade: ProviderTrade, type: NotificationBody["type"]) {
+export async function queueNotification(
+  tx: Executor,
+  trade: ProviderTrade,
+  type: NotificationBody["type"],
+  refund?: { refundNo: string; amountCents: number },
+) {
   const body: NotificationBody = {
     id: `evt_${randomBytes(12).toString("hex")}`,
     type,
     app_id: trade.appId,
     out_trade_no: trade.outTradeNo,
     transaction_id: trade.transactionId,
-    amount_cents: trade.amountCents,
+    amount_cents: refund?.amountCents ?? trade.amountCents,
     currency: trade.currency,
     created_at: new Date().toISOString(),
+    ...(refund ? { refund_no: refund.refundNo } : {}),
   };
+  const factKey = refund ? `${type}:${refund.refundNo}` : type;
   await tx
     .insert(providerNotification)
-    .values({ id: body.id, tradeId: trade.id, type, body })
-    .onConflictDoNothing({ target: [providerNotification.tradeId, providerNotification.type] });
+    .values({ id: body.id, tradeId: trade.id, type, factKey, body })
+    .onConflictDoNothing({ target: [providerNotification.tradeId, providerNotification.factKey] });
 }
 
 /** The answer to the merchant's status query. */

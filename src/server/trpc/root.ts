@@ -3,12 +3,14 @@ import { catalogRouter } from "./routers/catalog";
 import { checkoutRouter } from "./routers/checkout";
 import { ordersRouter } from "./routers/orders";
 import { paymentsRouter } from "./routers/payments";
+import { refundsRouter } from "./routers/refunds";
 
 export const appRouter = router({
   catalog: catalogRouter,
   checkout: checkoutRouter,
   orders: ordersRouter,
   payments: paymentsRouter,
+  refunds: refundsRouter,
 });
 
 export type AppRouter = typeof appRouter;

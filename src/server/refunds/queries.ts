@@ -1,0 +1,21 @@
+import { desc, eq } from "drizzle-orm";
+import type { Executor } from "../db/client";
+import { refundOrder } from "../db/schema";
+import { getOwnedOrder } from "../orders/queries";
+
+export async function listRefunds(db: Executor, userId: string, orderId: string) {
+  await getOwnedOrder(db, userId, orderId);
+  return db
+    .select({
+      refundNo: refundOrder.refundNo,
+      amountCents: refundOrder.amountCents,
+      currency: refundOrder.currency,
+      status: refundOrder.status,
+      reason: refundOrder.reason,
+      failureReason: refundOrder.failureReason,
+      createdAt: refundOrder.createdAt,
+    })
+    .from(refundOrder)
+    .where(eq(refundOrder.orderId, orderId))
+    .orderBy(desc(refundOrder.createdAt));
+}

@@ -1,0 +1,100 @@
+import { and, eq, sql } from "drizzle-orm";
+import type { Db } from "../db/client";
+import { paymentOrder, type RefundStatus, refundOrder } from "../db/schema";
+import {
+  type RefundRequest,
+  refundAnswerSchema,
+  SIGNATURE_HEADER,
+  signBody,
+  verifyBodySignature,
+} from "../provider/contract";
+
+export interface RefundDeps {
+  appId: string;
+  webhookSecret: string;
+  providerBaseUrl: string;
+  toleranceS: number;
+  fetchFn?: typeof fetch;
+  timeoutMs?: number;
+}
+
+/**
+ * Sends a REFUND_CREATED refund to the provider. The provider is idempotent by
+ * refund_no, and the transitions here are conditional, so sending twice (two
+ * workers, a retry after a lost answer) is harmless. A network failure leaves
+ * the refund CREATED for the next round.
+ */
+export async function submitRefund(db: Db, refundNo: string, deps: RefundDeps): Promise<RefundStatus> {
+  const [row] = await db
+    .select({ refund: refundOrder, outTradeNo: paymentOrder.outTradeNo })
+    .from(refundOrder)
+    .innerJoin(paymentOrder, eq(paymentOrder.id, refundOrder.paymentId))
+    .where(eq(refundOrder.refundNo, refundNo));
+  if (!row) throw new Error(`no refund ${refundNo}`);
+  if (row.refund.status !== "REFUND_CREATED") return row.refund.status;
+
+  const request: RefundRequest = {
+    app_id: deps.appId,
+    out_trade_no: row.outTradeNo,
+    refund_no: refundNo,
+    amount_cents: row.refund.amountCents,
+    currency: row.refund.currency,
+  };
+  const body = JSON.stringify(request);
+  const nowS = Math.floor(Date.now() / 1000);
+  const response = await (deps.fetchFn ?? fetch)(`${deps.providerBaseUrl}/provider/api/refunds`, {
+    method: "POST",
+    headers: {
+      "content-type": "application/json",
+      [SIGNATURE_HEADER]: signBody(deps.webhookSecret, body, nowS),
+    },
+    body,
+    signal: AbortSignal.timeout(deps.timeoutMs ?? 5_000),
+  });
+  const text = await response.text();
+  if (!response.ok) throw new Error(`provider answered ${response.status}`);
+  const check = verifyBodySignature(
+    deps.webhookSecret,
+    text,
+    response.headers.get(SIGNATURE_HEADER),
+    nowS,
+    deps.toleranceS,
+  );
+  if (check !== "OK") throw new Error(`provider's refund answer failed its signature check: ${check}`);
+  const answer = refundAnswerSchema.parse(JSON.parse(text));
+  const [moved] = await db
+    .update(refundOrder)
+    .set(
+      answer.status === "ACCEPTED"
+        ? { status: "REFUND_PROCESSING", updatedAt: sql`now()` }
+        : { status: "REFUND_FAILED", failureReason: answer.reason ?? "rejected", updatedAt: sql`now()` },
+    )
+    .where(and(eq(refundOrder.refundNo, refundNo), eq(refundOrder.status, "REFUND_CREATED")))
+    .returning({ status: refundOrder.status });
+  if (moved) return moved.status;
+  const [current] = await db
+    .select({ status: refundOrder.status })
+    .from(refundOrder)
+    .where(eq(refundOrder.refundNo, refundNo));
+  return current?.status ?? "REFUND_CREATED";
+}
+
+/** The background submitter: every refund still REFUND_CREATED (e.g. automatic refunds, lost answers). */
+export async function submitPendingRefunds(db: Db, deps: RefundDeps, limit = 20): Promise<number> {
+  const pending = await db
+    .select({ refundNo: refundOrder.refundNo })
+    .from(refundOrder)
+    .where(eq(refundOrder.status, "REFUND_CREATED"))
+    .orderBy(refundOrder.createdAt)
+    .limit(limit);
+  let submitted = 0;
+  for (const { refundNo } of pending) {
+    try {
+      await submitRefund(db, refundNo, deps);
+      submitted++;
+    } catch {
+      // Left CREATED: the next round tries again.
+    }
+  }
+  return submitted;
+}

@@ -1,0 +1,190 @@
+import { randomUUID } from "node:crypto";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { AppContext } from "../src/server/app-context";
+import { handleConsumeJob } from "../src/server/fulfilment/worker";
+import { runAdminAction } from "../src/server/provider/admin";
+import { submitPendingRefunds } from "../src/server/refunds/submit";
+import { createCaller } from "../src/server/trpc/root";
+import { testAppContext } from "./support/app-context";
+import { createTestDatabase, type TestDatabase } from "./support/database";
+import { type LoopbackApp, startLoopbackApp } from "./support/loopback-app";
+import { deliverAll, payThroughProvider } from "./support/scenarios";
+
+let t: TestDatabase;
+let loop: LoopbackApp;
+let app: AppContext;
+
+beforeAll(async () => {
+  t = await createTestDatabase({ poolSize: 30 });
+  loop = await startLoopbackApp(testAppContext(t.db));
+  app = loop.app;
+});
+afterAll(async () => {
+  await loop.close();
+  await t.drop();
+});
+
+const callerFor = (userId: string) => createCaller({ app, userId, requestId: randomUUID() });
+
+async function eventId(orderId: string, type: string, refundNo?: string) {
+  const [row] = await t.sql<{ id: string }[]>`
+    SELECT id FROM outbox_event WHERE aggregate_id = ${orderId} AND event_type = ${type}
+       AND (${refundNo ?? null}::text IS NULL OR payload->>'refundNo' = ${refundNo ?? null})`;
+  if (!row) throw new Error(`no ${type} event for ${orderId}`);
+  return row.id;
+}
+
+async function refundsOf(orderId: string) {
+  return t.sql<{ refund_no: string; amount_cents: string; status: string }[]>`
+    SELECT refund_no, amount_cents, status FROM refund_order WHERE order_id = ${orderId} ORDER BY created_at`;
+}
+
+async function stockOf(skuId: string) {
+  const [row] = await t.sql<{ stock: number }[]>`SELECT stock FROM sku WHERE id = ${skuId}`;
+  return row?.stock ?? -1;
+}
+
+describe("refunds", () => {
+  it("makes one refund from 20 concurrent requests with the same refund_no, and refunds it once", async () => {
+    const { userId, orderId, amountCents } = await payThroughProvider(app, [
+      { skuId: "SKU-MUG", quantity: 2 },
+    ]);
+    const refundNo = `R-${randomUUID()}`;
+    const answers = await Promise.all(
+      Array.from({ length: 20 }, () => callerFor(userId).refunds.create({ orderId, refundNo, amountCents })),
+    );
+    expect(new Set(answers.map((a) => a.refundNo))).toEqual(new Set([refundNo]));
+    expect(answers.filter((a) => !a.replayed)).toHaveLength(1);
+    await deliverAll(app);
+    expect(await refundsOf(orderId)).toEqual([
+      { refund_no: refundNo, amount_cents: "2500", status: "REFUND_SUCCESS" },
+    ]);
+    const [order] = await t.sql`SELECT status FROM orders WHERE id = ${orderId}`;
+    expect(order?.status).toBe("REFUNDED");
+    const [facts] = await t.sql`
+      SELECT (SELECT count(*)::int FROM provider_refund r JOIN provider_trade tr ON tr.id = r.trade_id
+               JOIN payment_order p ON p.out_trade_no = tr.out_trade_no WHERE p.order_id = ${orderId}) AS at_provider,
+             (SELECT count(*)::int FROM outbox_event WHERE aggregate_id = ${orderId}::text
+               AND event_type = 'RefundSucceeded') AS events`;
+    expect(facts).toEqual({ at_provider: 1, events: 1 });
+  });
+
+  it("never refunds more than was paid when different refund_no values race", async () => {
+    const { userId, orderId, amountCents } = await payThroughProvider(app, [
+      { skuId: "SKU-ESPRESSO", quantity: 2 },
+    ]);
+    const share = Math.ceil(amountCents * 0.6);
+    const results = await Promise.allSettled(
+      Array.from({ length: 10 }, (_, i) =>
+        callerFor(userId).refunds.create({
+          orderId,
+          refundNo: `RACE-${orderId}-${i % 2}`,
+          amountCents: share,
+        }),
+      ),
+    );
+    const accepted = new Set(results.flatMap((r) => (r.status === "fulfilled" ? [r.value.refundNo] : [])));
+    expect(accepted.size).toBe(1);
+    for (const r of results) {
+      if (r.status === "rejected") expect(r.reason).toMatchObject({ code: "PRECONDITION_FAILED" });
+    }
+    await deliverAll(app);
+    const refunds = await refundsOf(orderId);
+    expect(refunds).toHaveLength(1);
+    expect(refunds.reduce((sum, r) => sum + Number(r.amount_cents), 0)).toBeLessThanOrEqual(amountCents);
+  });
+
+  it("refuses bad refunds clearly and writes nothing", async () => {
+    const { userId, orderId, amountCents } = await payThroughProvider(app, [
+      { skuId: "SKU-MUG", quantity: 1 },
+    ]);
+    const caller = callerFor(userId);
+    const refundNo = `R-${randomUUID()}`;
+    await caller.refunds.create({ orderId, refundNo, amountCents: 100 });
+    await expect(caller.refunds.create({ orderId, refundNo, amountCents: 200 })).rejects.toMatchObject({
+      code: "UNPROCESSABLE_CONTENT",
+    });
+    await expect(
+      caller.refunds.create({ orderId, refundNo: "R-zero-amount", amountCents: 0 }),
+    ).rejects.toMatchObject({
+      code: "BAD_REQUEST",
+    });
+    await expect(
+      caller.refunds.create({ orderId, refundNo: `R-${randomUUID()}`, amountCents: amountCents }),
+    ).rejects.toMatchObject({ code: "PRECONDITION_FAILED" });
+    await expect(
+      callerFor(randomUUID()).refunds.create({ orderId, refundNo: `R-${randomUUID()}`, amountCents: 1 }),
+    ).rejects.toMatchObject({ code: "NOT_FOUND" });
+    const unpaid = await caller.checkout.createOrder({
+      requestId: randomUUID(),
+      items: [{ skuId: "SKU-MUG", quantity: 1 }],
+    });
+    await expect(
+      caller.refunds.create({ orderId: unpaid.orderId, refundNo: `R-${randomUUID()}`, amountCents: 1 }),
+    ).rejects.toMatchObject({ code: "PRECONDITION_FAILED" });
+    expect(await refundsOf(orderId)).toHaveLength(1);
+    expect(await refundsOf(unpaid.orderId)).toHaveLength(0);
+  });
+
+  it("returns stock and reverses benefits once, however often refund.succeeded arrives", async () => {
+    const before = await stockOf("SKU-GRINDER");
+    const { userId, orderId, amountCents, outTradeNo } = await payThroughProvider(app, [
+      { skuId: "SKU-GRINDER", quantity: 2 },
+    ]);
+    const paid = await eventId(orderId, "OrderPaid");
+    await handleConsumeJob(t.db, { eventId: paid, consumer: "stock" });
+    await handleConsumeJob(t.db, { eventId: paid, consumer: "benefits" });
+    expect(await stockOf("SKU-GRINDER")).toBe(before - 2);
+
+    const refundNo = `R-${randomUUID()}`;
+    await callerFor(userId).refunds.create({ orderId, refundNo, amountCents });
+    await deliverAll(app);
+    // The provider's admin fires the refund notification ten more times at once.
+    const [refundNotification] = await t.sql`
+      SELECT n.id FROM provider_notification n JOIN provider_trade tr ON tr.id = n.trade_id
+       WHERE tr.out_trade_no = ${outTradeNo} AND n.type = 'refund.succeeded'`;
+    expect(refundNotification).toBeDefined();
+    const fired = await runAdminAction(
+      t.db,
+      app.provider.appId,
+      outTradeNo,
+      { action: "FIRE_CONCURRENT", count: 10, delayS: 1 },
+      app.provider,
+    );
+    expect(fired.every((r) => r.ok)).toBe(true);
+
+    const refunded = await eventId(orderId, "RefundSucceeded", refundNo);
+    const storm = (consumer: string) =>
+      Promise.all(Array.from({ length: 10 }, () => handleConsumeJob(t.db, { eventId: refunded, consumer })));
+    const [returns, reversals] = await Promise.all([storm("stock-return"), storm("benefit-reversal")]);
+    expect(returns.filter((o) => o === "APPLIED")).toHaveLength(1);
+    expect(reversals.filter((o) => o === "APPLIED")).toHaveLength(1);
+    expect(await stockOf("SKU-GRINDER")).toBe(before);
+    const [facts] = await t.sql`
+      SELECT (SELECT count(*)::int FROM stock_return_record WHERE order_id = ${orderId}) AS returns,
+             (SELECT count(*)::int FROM benefit_reversal WHERE order_id = ${orderId}) AS reversals,
+             (SELECT count(*)::int FROM refund_order WHERE order_id = ${orderId} AND status = 'REFUND_SUCCESS') AS refunds`;
+    expect(facts).toEqual({ returns: 1, reversals: 2, refunds: 1 });
+  });
+
+  it("refunds an order automatically, once, when its stock runs short", async () => {
+    const { orderId, amountCents } = await payThroughProvider(app, [{ skuId: "SKU-KETTLE", quantity: 2 }]);
+    // Between payment and fulfilment the stock went elsewhere (written off, as stock counts do).
+    await t.sql`UPDATE sku SET stock = 1, initial_stock = initial_stock - (stock - 1) WHERE id = 'SKU-KETTLE'`;
+    const paid = await eventId(orderId, "OrderPaid");
+    expect(await handleConsumeJob(t.db, { eventId: paid, consumer: "stock" })).toBe("SKIPPED");
+    const short = await eventId(orderId, "StockShort");
+    const outcomes = await Promise.all(
+      Array.from({ length: 5 }, () => handleConsumeJob(t.db, { eventId: short, consumer: "auto-refund" })),
+    );
+    expect(outcomes.filter((o) => o === "APPLIED")).toHaveLength(1);
+    await Promise.all([submitPendingRefunds(t.db, app.payments), submitPendingRefunds(t.db, app.payments)]);
+    await deliverAll(app);
+    expect(await refundsOf(orderId)).toEqual([
+      { refund_no: `AUTO-${orderId}`, amount_cents: String(amountCents), status: "REFUND_SUCCESS" },
+    ]);
+    const [order] = await t.sql`SELECT status FROM orders WHERE id = ${orderId}`;
+    expect(order?.status).toBe("REFUNDED");
+    expect(await stockOf("SKU-KETTLE")).toBe(1);
+  });
+});

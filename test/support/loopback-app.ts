@@ -1,0 +1,74 @@
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import type { AppContext } from "../../src/server/app-context";
+import { handlePaymentNotification } from "../../src/server/payments/notify";
+import { answerStatusQuery } from "../../src/server/provider/query-api";
+import { processRefundRequest } from "../../src/server/provider/refunds";
+
+export interface LoopbackApp {
+  baseUrl: string;
+  /** The app context with every URL pointing at this server. */
+  app: AppContext;
+  close(): Promise<void>;
+}
+
+/**
+ * The HTTP surfaces that merchant and provider use to talk to each other, served
+ * by the real services on a loopback port: notifications, refunds, status query.
+ * Lighter than `next start` for tests that only need the conversation.
+ */
+export async function startLoopbackApp(base: AppContext): Promise<LoopbackApp> {
+  let app = base;
+  const server: Server = createServer((req, res) => {
+    let body = "";
+    req.on("data", (chunk) => (body += chunk));
+    req.on("end", async () => {
+      const url = new URL(req.url ?? "/", "http://loopback");
+      const signature = req.headers["provider-signature"] ? String(req.headers["provider-signature"]) : null;
+      const send = (status: number, text: string, sig: string | null = null) => {
+        res.writeHead(status, {
+          "content-type": "application/json",
+          ...(sig ? { "provider-signature": sig } : {}),
+        });
+        res.end(text);
+      };
+      try {
+        if (req.method === "POST" && url.pathname === "/api/payments/notify") {
+          const answer = await handlePaymentNotification(
+            app.db,
+            { body, signature, deliveryId: String(req.headers["provider-delivery-id"] ?? "") },
+            app.payments,
+          );
+          return send(answer.httpStatus, JSON.stringify(answer.body));
+        }
+        if (req.method === "POST" && url.pathname === "/provider/api/refunds") {
+          const answer = await processRefundRequest(app.db, { body, signature }, app.provider.webhookSecret);
+          return send(answer.status, answer.body, answer.signature);
+        }
+        if (req.method === "GET" && url.pathname.startsWith("/provider/api/trades/")) {
+          const answer = await answerStatusQuery(
+            app.db,
+            {
+              appId: url.searchParams.get("app_id") ?? "",
+              outTradeNo: decodeURIComponent(url.pathname.split("/").pop() ?? ""),
+              signature,
+            },
+            app.provider.webhookSecret,
+          );
+          return send(answer.status, answer.body, answer.signature);
+        }
+        send(404, "{}");
+      } catch (error) {
+        send(500, JSON.stringify({ message: String(error) }));
+      }
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  app = { ...base, payments: { ...base.payments, baseUrl, providerBaseUrl: baseUrl } };
+  return {
+    baseUrl,
+    app,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
