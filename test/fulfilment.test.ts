@@ -5,6 +5,7 @@ import { type Consumer, consumeOnce } from "../src/server/fulfilment/consume";
 import { stockConsumer } from "../src/server/fulfilment/consumers";
 import { relayOutbox } from "../src/server/fulfilment/relay";
 import { handleConsumeJob, startWorker } from "../src/server/fulfilment/worker";
+import { reconcile } from "../src/server/reconciliation/reconcile";
 import { testAppContext } from "./support/app-context";
 import { createTestDatabase, type TestDatabase } from "./support/database";
 import { placePaidOrder } from "./support/scenarios";
@@ -205,5 +206,12 @@ describe("delivery through the queue (graphile-worker)", () => {
     const [unpublished] = await t.sql`SELECT count(*)::int AS n FROM outbox_event WHERE published_at IS NULL`;
     expect(unpublished?.n).toBe(0);
     expect(await relayOutbox(t.db)).toBe(0);
+  });
+});
+
+describe("afterwards", () => {
+  it("leaves the database reconciled", async () => {
+    const report = await reconcile(t.db);
+    expect(report.invariants.flatMap((i) => i.violations.map((v) => `${i.name}: ${v.message}`))).toEqual([]);
   });
 });

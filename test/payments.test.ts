@@ -12,6 +12,7 @@ import { type NotificationBody, payRequestSchema, signBody } from "../src/server
 import { deliverDueNotifications } from "../src/server/provider/delivery";
 import { answerStatusQuery } from "../src/server/provider/query-api";
 import { cancelTrade, confirmTrade, openTrade } from "../src/server/provider/trades";
+import { reconcile } from "../src/server/reconciliation/reconcile";
 import { createCaller } from "../src/server/trpc/root";
 import { TEST_APP_ID, TEST_WEBHOOK_SECRET, testAppContext } from "./support/app-context";
 import { createTestDatabase, type TestDatabase } from "./support/database";
@@ -524,5 +525,12 @@ describe("the mock provider's delivery", () => {
     );
     expect(sent).toMatchObject({ ok: false, httpStatus: null });
     expect((await state(order.orderId))?.order_status).toBe("PENDING_PAYMENT");
+  });
+});
+
+describe("afterwards", () => {
+  it("leaves the database reconciled", async () => {
+    const report = await reconcile(t.db);
+    expect(report.invariants.flatMap((i) => i.violations.map((v) => `${i.name}: ${v.message}`))).toEqual([]);
   });
 });

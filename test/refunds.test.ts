@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { AppContext } from "../src/server/app-context";
 import { handleConsumeJob } from "../src/server/fulfilment/worker";
 import { runAdminAction } from "../src/server/provider/admin";
+import { reconcile } from "../src/server/reconciliation/reconcile";
 import { submitPendingRefunds } from "../src/server/refunds/submit";
 import { createCaller } from "../src/server/trpc/root";
 import { testAppContext } from "./support/app-context";
@@ -186,5 +187,12 @@ describe("refunds", () => {
     const [order] = await t.sql`SELECT status FROM orders WHERE id = ${orderId}`;
     expect(order?.status).toBe("REFUNDED");
     expect(await stockOf("SKU-KETTLE")).toBe(1);
+  });
+});
+
+describe("afterwards", () => {
+  it("leaves the database reconciled", async () => {
+    const report = await reconcile(t.db);
+    expect(report.invariants.flatMap((i) => i.violations.map((v) => `${i.name}: ${v.message}`))).toEqual([]);
   });
 });

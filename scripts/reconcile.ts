@@ -1,0 +1,29 @@
+/** `npm run reconcile`: checks every invariant over the database; exits 1 if any is broken. */
+import { getEnv } from "../src/env";
+import { closeDb, createDb } from "../src/server/db/client";
+import { reconcile, violationCount } from "../src/server/reconciliation/reconcile";
+
+const env = getEnv();
+const db = createDb(env.databaseUrl, { max: 2 });
+try {
+  const report = await reconcile(db);
+  for (const invariant of report.invariants) {
+    const mark = invariant.violations.length === 0 ? "ok  " : "FAIL";
+    console.log(`${mark} ${invariant.name}: ${invariant.description}`);
+    for (const violation of invariant.violations) {
+      console.log(`     ✗ ${violation.message} (${violation.rows.length} shown)`);
+      for (const row of violation.rows) console.log(`       ${JSON.stringify(row)}`);
+    }
+  }
+  const broken = violationCount(report);
+  console.log(broken === 0 ? "reconciled: no violation" : `${broken} violation(s)`);
+  process.exitCode = broken === 0 ? 0 : 1;
+} catch (error) {
+  console.error(
+    `could not reconcile ${env.DATABASE_URL ? "DATABASE_URL" : `the embedded database on port ${env.EMBEDDED_PG_PORT} (is \`npm start\` running?)`}:`,
+    error,
+  );
+  process.exitCode = 2;
+} finally {
+  await closeDb(db);
+}

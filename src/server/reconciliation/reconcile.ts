@@ -1,0 +1,235 @@
+import { type SQL, sql } from "drizzle-orm";
+import type { Db } from "../db/client";
+
+export interface Violation {
+  message: string;
+  rows: Record<string, unknown>[];
+}
+
+export interface InvariantResult {
+  name: string;
+  description: string;
+  violations: Violation[];
+}
+
+export interface ReconciliationReport {
+  checkedAt: Date;
+  ok: boolean;
+  invariants: InvariantResult[];
+}
+
+export interface ReconcileOptions {
+  /** An outbox event unpublished (or a job undone) for longer than this is a violation. */
+  lagSeconds?: number;
+  /** Rows listed per violation. */
+  sampleSize?: number;
+}
+
+interface Invariant {
+  name: string;
+  description: string;
+  /** Each query returns the rows that break the rule (none when it holds). */
+  checks: { message: string; query: (o: Required<ReconcileOptions>) => SQL }[];
+}
+
+/** Orders that took money: their OrderPaid was applied. */
+const PAID_STATUSES = sql`('PAID', 'SHIPPED', 'STOCK_SHORT', 'REFUNDED')`;
+
+/** Orders whose named consumer finished with the given event type. */
+const consumed = (eventType: string, consumer: string) => sql`
+  SELECT e.aggregate_id::uuid AS order_id, c.result FROM outbox_event e
+    JOIN message_consume_record c ON c.event_id = e.id AND c.consumer_name = ${consumer} AND c.status = 'DONE'
+   WHERE e.event_type = ${eventType}`;
+
+const INVARIANTS: Invariant[] = [
+  {
+    name: "one-order-per-request",
+    description: "One order per (shopper, request_id).",
+    checks: [
+      {
+        message: "several orders share a request id",
+        query: () => sql`SELECT user_id, request_id, count(*)::int AS orders FROM orders
+                          GROUP BY user_id, request_id HAVING count(*) > 1`,
+      },
+    ],
+  },
+  {
+    name: "one-successful-payment",
+    description:
+      "At most one successful payment per order, for exactly the order's amount; paid orders have it.",
+    checks: [
+      {
+        message: "several successful payments for one order",
+        query: () => sql`SELECT order_id, count(*)::int AS successes FROM payment_order
+                          WHERE status = 'SUCCESS' GROUP BY order_id HAVING count(*) > 1`,
+      },
+      {
+        message: "payment amount differs from the order's",
+        query:
+          () => sql`SELECT p.out_trade_no, p.amount_cents AS paid, o.amount_cents AS ordered FROM payment_order p
+                          JOIN orders o ON o.id = p.order_id
+                         WHERE p.status = 'SUCCESS' AND (p.amount_cents <> o.amount_cents OR p.currency <> o.currency)`,
+      },
+      {
+        message: "order marked paid without a successful payment",
+        query: () => sql`SELECT o.id AS order_id, o.status FROM orders o
+                         WHERE o.status IN ${PAID_STATUSES}
+                           AND NOT EXISTS (SELECT 1 FROM payment_order p WHERE p.order_id = o.id AND p.status = 'SUCCESS')`,
+      },
+      {
+        message: "successful payment but the order still awaits payment",
+        query: () => sql`SELECT o.id AS order_id, p.out_trade_no FROM orders o
+                          JOIN payment_order p ON p.order_id = o.id AND p.status = 'SUCCESS'
+                         WHERE o.status = 'PENDING_PAYMENT'`,
+      },
+    ],
+  },
+  {
+    name: "stock-deducted-once",
+    description:
+      "Once its OrderPaid is consumed, a paid order has exactly one deduction per line, for the line's quantity.",
+    checks: [
+      {
+        message: "order line without its deduction, or with another quantity",
+        query: () => sql`SELECT i.order_id, i.sku_id, i.quantity, d.quantity AS deducted
+                           FROM (${consumed("OrderPaid", "stock")}) c
+                           JOIN order_item i ON i.order_id = c.order_id
+                           LEFT JOIN stock_deduct_record d ON d.order_id = i.order_id AND d.sku_id = i.sku_id
+                          WHERE c.result = 'APPLIED' AND (d.id IS NULL OR d.quantity <> i.quantity)`,
+      },
+      {
+        message: "deduction that matches no order line",
+        query: () => sql`SELECT d.order_id, d.sku_id, d.quantity FROM stock_deduct_record d
+                          WHERE NOT EXISTS (SELECT 1 FROM order_item i WHERE i.order_id = d.order_id AND i.sku_id = d.sku_id)`,
+      },
+      {
+        message: "stock deducted for an order that did not pay",
+        query:
+          () => sql`SELECT DISTINCT d.order_id, o.status FROM stock_deduct_record d JOIN orders o ON o.id = d.order_id
+                          WHERE o.status NOT IN ${PAID_STATUSES}`,
+      },
+    ],
+  },
+  {
+    name: "benefits-granted-once",
+    description: "Once its OrderPaid is consumed, a paid order has exactly one grant per benefit type.",
+    checks: [
+      {
+        message: "benefit type missing",
+        query: () => sql`SELECT c.order_id, t.benefit_type FROM (${consumed("OrderPaid", "benefits")}) c
+                          CROSS JOIN (VALUES ('LOYALTY_POINTS'), ('COUPON')) AS t(benefit_type)
+                          WHERE NOT EXISTS (SELECT 1 FROM benefit_grant g
+                                             WHERE g.order_id = c.order_id AND g.benefit_type = t.benefit_type)`,
+      },
+    ],
+  },
+  {
+    name: "shipped-once",
+    description:
+      "Once its StockDeducted is consumed, an order has exactly one shipment; only such orders ship.",
+    checks: [
+      {
+        message: "consumed but not shipped",
+        query: () => sql`SELECT c.order_id FROM (${consumed("StockDeducted", "shipping")}) c
+                          WHERE NOT EXISTS (SELECT 1 FROM shipment s WHERE s.order_id = c.order_id)`,
+      },
+      {
+        message: "shipment without deducted stock",
+        query: () => sql`SELECT s.order_id FROM shipment s
+                          WHERE NOT EXISTS (SELECT 1 FROM stock_deduct_record d WHERE d.order_id = s.order_id)`,
+      },
+    ],
+  },
+  {
+    name: "stock-balances",
+    description: "Stock is never negative and equals initial stock − deductions + returns.",
+    checks: [
+      {
+        message: "stock does not balance",
+        query: () => sql`SELECT s.id AS sku_id, s.stock, s.initial_stock,
+                                coalesce(d.total, 0)::int AS deducted, coalesce(r.total, 0)::int AS returned
+                           FROM sku s
+                           LEFT JOIN (SELECT sku_id, sum(quantity) AS total FROM stock_deduct_record GROUP BY sku_id) d
+                             ON d.sku_id = s.id
+                           LEFT JOIN (SELECT sku_id, sum(quantity) AS total FROM stock_return_record GROUP BY sku_id) r
+                             ON r.sku_id = s.id
+                          WHERE s.stock < 0
+                             OR s.stock <> s.initial_stock - coalesce(d.total, 0) + coalesce(r.total, 0)`,
+      },
+      {
+        message: "more returned than deducted",
+        query: () => sql`SELECT r.order_id, r.sku_id, r.quantity AS returned, d.quantity AS deducted
+                           FROM stock_return_record r
+                           LEFT JOIN stock_deduct_record d ON d.order_id = r.order_id AND d.sku_id = r.sku_id
+                          WHERE d.id IS NULL OR r.quantity > d.quantity`,
+      },
+    ],
+  },
+  {
+    name: "refunds-within-paid",
+    description: "Refunds of an order never add up to more than was paid.",
+    checks: [
+      {
+        message: "refunds exceed the payment",
+        query: () => sql`SELECT p.order_id, p.amount_cents AS paid, sum(r.amount_cents)::bigint AS refunded
+                           FROM refund_order r JOIN payment_order p ON p.id = r.payment_id
+                          WHERE r.status <> 'REFUND_FAILED'
+                          GROUP BY p.order_id, p.amount_cents HAVING sum(r.amount_cents) > p.amount_cents`,
+      },
+    ],
+  },
+  {
+    name: "events-delivered",
+    description: "No outbox event stays undelivered, and no consumer job stays failed, past the threshold.",
+    checks: [
+      {
+        message: "outbox event not relayed",
+        query: (o) => sql`SELECT id, event_type, aggregate_id, created_at FROM outbox_event
+                           WHERE published_at IS NULL AND created_at < now() - ${o.lagSeconds} * interval '1 second'`,
+      },
+      {
+        message: "consumer job dead-lettered (out of attempts)",
+        query: () => sql`SELECT id, key, attempts, last_error FROM graphile_worker.jobs
+                          WHERE attempts >= max_attempts`,
+      },
+      {
+        message: "consumer job still failing past the threshold",
+        query: (o) => sql`SELECT id, key, attempts, last_error FROM graphile_worker.jobs
+                           WHERE attempts > 0 AND attempts < max_attempts
+                             AND created_at < now() - ${o.lagSeconds} * interval '1 second'`,
+      },
+    ],
+  },
+  {
+    name: "no-stuck-idempotency-records",
+    description: "No idempotency record stays PROCESSING past its lease.",
+    checks: [
+      {
+        message: "PROCESSING past its lease",
+        query: () => sql`SELECT user_id, biz_type, idempotency_key, locked_until FROM idempotency_record
+                          WHERE status = 'PROCESSING' AND locked_until < now()`,
+      },
+    ],
+  },
+];
+
+/** Checks every invariant over the whole database and lists what breaks each, with the rows involved. */
+export async function reconcile(db: Db, options: ReconcileOptions = {}): Promise<ReconciliationReport> {
+  const o = { lagSeconds: options.lagSeconds ?? 60, sampleSize: options.sampleSize ?? 20 };
+  const invariants: InvariantResult[] = [];
+  for (const invariant of INVARIANTS) {
+    const violations: Violation[] = [];
+    for (const check of invariant.checks) {
+      const rows = await db.execute<Record<string, unknown>>(
+        sql`SELECT * FROM (${check.query(o)}) AS violation LIMIT ${o.sampleSize}`,
+      );
+      if (rows.length > 0) violations.push({ message: check.message, rows: [...rows] });
+    }
+    invariants.push({ name: invariant.name, description: invariant.description, violations });
+  }
+  return { checkedAt: new Date(), ok: invariants.every((i) => i.violations.length === 0), invariants };
+}
+
+export function violationCount(report: ReconciliationReport): number {
+  return report.invariants.reduce((sum, i) => sum + i.violations.length, 0);
+}

@@ -1,0 +1,74 @@
+import { randomUUID } from "node:crypto";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { AppContext } from "../src/server/app-context";
+import { handleConsumeJob } from "../src/server/fulfilment/worker";
+import { reconcile } from "../src/server/reconciliation/reconcile";
+import { testAppContext } from "./support/app-context";
+import { createTestDatabase, type TestDatabase } from "./support/database";
+import { placePaidOrder } from "./support/scenarios";
+
+let t: TestDatabase;
+let app: AppContext;
+
+beforeAll(async () => {
+  t = await createTestDatabase();
+  app = testAppContext(t.db);
+});
+afterAll(() => t.drop());
+
+async function fulfil(orderId: string) {
+  const [paid] =
+    await t.sql`SELECT id FROM outbox_event WHERE aggregate_id = ${orderId} AND event_type = 'OrderPaid'`;
+  await handleConsumeJob(t.db, { eventId: paid?.id, consumer: "stock" });
+  await handleConsumeJob(t.db, { eventId: paid?.id, consumer: "benefits" });
+  const [deducted] = await t.sql`
+    SELECT id FROM outbox_event WHERE aggregate_id = ${orderId} AND event_type = 'StockDeducted'`;
+  await handleConsumeJob(t.db, { eventId: deducted?.id, consumer: "shipping" });
+}
+
+const broken = async () =>
+  (await reconcile(t.db)).invariants.flatMap((i) => i.violations.map((v) => `${i.name}: ${v.message}`));
+
+describe("reconciliation", () => {
+  it("is clean after orders are paid and fulfilled", async () => {
+    const { orderId } = await placePaidOrder(app, [{ skuId: "SKU-MUG", quantity: 2 }]);
+    await fulfil(orderId);
+    const report = await reconcile(t.db);
+    expect(report.invariants.length).toBeGreaterThanOrEqual(9);
+    expect(await broken()).toEqual([]);
+    expect(report.ok).toBe(true);
+  });
+
+  it("reports a second deduction inserted by hand, with the rows involved", async () => {
+    const { orderId } = await placePaidOrder(app, [{ skuId: "SKU-ESPRESSO", quantity: 1 }]);
+    await fulfil(orderId);
+    await t.sql`INSERT INTO stock_deduct_record (order_id, sku_id, quantity) VALUES (${orderId}, 'SKU-GRINDER', 1)`;
+    await t.sql`UPDATE sku SET stock = stock - 1 WHERE id = 'SKU-GRINDER'`;
+    const report = await reconcile(t.db);
+    expect(report.ok).toBe(false);
+    const invariant = report.invariants.find((i) => i.name === "stock-deducted-once");
+    expect(invariant?.violations[0]).toMatchObject({
+      message: "deduction that matches no order line",
+      rows: [{ order_id: orderId, sku_id: "SKU-GRINDER", quantity: 1 }],
+    });
+    await t.sql`DELETE FROM stock_deduct_record WHERE order_id = ${orderId} AND sku_id = 'SKU-GRINDER'`;
+    await t.sql`UPDATE sku SET stock = stock + 1 WHERE id = 'SKU-GRINDER'`;
+    expect(await broken()).toEqual([]);
+  });
+
+  it("reports stock changed without a record, a lost deduction, and a stuck idempotency record", async () => {
+    const { orderId } = await placePaidOrder(app, [{ skuId: "SKU-KETTLE", quantity: 1 }]);
+    await fulfil(orderId);
+    await t.sql`UPDATE sku SET stock = stock - 5 WHERE id = 'SKU-MUG'`;
+    await t.sql`DELETE FROM shipment WHERE order_id = ${orderId}`;
+    await t.sql`
+      INSERT INTO idempotency_record (user_id, biz_type, idempotency_key, fingerprint, status, locked_until, expires_at)
+      VALUES (${randomUUID()}, 'order.create', 'stuck-key-1', 'x', 'PROCESSING', now() - interval '1 minute',
+              now() + interval '1 day')`;
+    expect(await broken()).toEqual([
+      "shipped-once: consumed but not shipped",
+      "stock-balances: stock does not balance",
+      "no-stuck-idempotency-records: PROCESSING past its lease",
+    ]);
+  });
+});
