@@ -1,5 +1,11 @@
 import { defineConfig, devices } from "@playwright/test";
-import { chromiumExecutable, E2E_BASE_URL, E2E_PG_PORT, E2E_PORT } from "./e2e/support/config";
+import {
+  chromiumExecutable,
+  E2E_ADMIN_TOKEN,
+  E2E_BASE_URL,
+  E2E_PG_PORT,
+  E2E_PORT,
+} from "./e2e/support/config";
 
 // Playwright's config is the one other place that reads the environment: it starts the app.
 const env = process.env;
@@ -42,6 +48,7 @@ export default defineConfig({
       EMBEDDED_PG_PORT: String(E2E_PG_PORT),
       DATA_DIR: ".data/e2e-postgres",
       NEXT_TELEMETRY_DISABLED: "1",
+      ADMIN_TOKEN: E2E_ADMIN_TOKEN,
     },
   },
 });

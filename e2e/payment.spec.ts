@@ -1,22 +1,8 @@
 import { expect, test } from "@playwright/test";
+import { E2E_ADMIN_TOKEN } from "./support/config";
 import { database, ordersOf, shopperId } from "./support/db";
+import { placeAndPay } from "./support/flows";
 import { ShopPage } from "./support/shop-page";
-
-async function placeAndPay(shop: ShopPage) {
-  await shop.goto();
-  await shop.add("Enamel mug", 2);
-  await shop.placeOrderButton.click();
-  await shop.expectOrderPage("$25.00");
-  const orderUrl = shop.page.url();
-  // A double click on "Pay" still opens one payment.
-  await shop.page.getByRole("button", { name: "Pay", exact: true }).dblclick();
-  await expect(shop.page).toHaveURL(/\/provider\/pay\//);
-  await expect(shop.page.getByRole("heading", { name: "Pay $25.00" })).toBeVisible();
-  await shop.page.getByRole("button", { name: "Confirm payment" }).click();
-  await expect(shop.page).toHaveURL(orderUrl);
-  // Paid, and soon shipped by the event worker.
-  await expect(shop.page.getByTestId("order-status")).toHaveText(/^(PAID|SHIPPED)$/, { timeout: 20_000 });
-}
 
 async function paymentFacts(orderId: string) {
   const [facts] = await database()`
@@ -68,15 +54,16 @@ test("from the provider admin page, 10 concurrent duplicates and a tampered one 
     await database()`SELECT out_trade_no FROM payment_order WHERE order_id = ${order?.id ?? ""}`;
   const outTradeNo = String(payment?.out_trade_no);
 
-  await page.goto("/provider/admin");
+  await page.goto(`/provider/admin?token=${E2E_ADMIN_TOKEN}`);
   const trade = page.getByRole("article", { name: `Trade ${outTradeNo}` });
   await expect(trade.getByTestId("trade-status")).toHaveText("PAID");
-  await trade.getByLabel("N").fill("10");
-  await trade.getByRole("button", { name: "Fire N identical notifications at once" }).click();
+  const paidNotification = trade.getByRole("region", { name: "Notification payment.succeeded" });
+  await paidNotification.getByLabel("N").fill("10");
+  await paidNotification.getByRole("button", { name: "Fire N identical notifications at once" }).click();
   await expect(page.getByRole("status").filter({ hasText: "FIRE_CONCURRENT" })).toHaveText(
     "FIRE_CONCURRENT: 10 sent, 10 acknowledged by the merchant",
   );
-  await trade.getByRole("button", { name: "Send with a tampered signature" }).click();
+  await paidNotification.getByRole("button", { name: "Send with a tampered signature" }).click();
   await expect(page.getByRole("status").filter({ hasText: "TAMPERED" })).toHaveText(
     "TAMPERED_SIGNATURE: 1 sent, 0 acknowledged by the merchant",
   );

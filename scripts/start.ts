@@ -26,6 +26,8 @@ async function main() {
     env: { ...process.env, DATABASE_URL: database.url, NEXT_TELEMETRY_DISABLED: "1" },
   });
   log(`serving on http://localhost:${env.PORT}`);
+  log(`operations: http://localhost:${env.PORT}/admin?token=${env.ADMIN_TOKEN}`);
+  log(`payment provider admin: http://localhost:${env.PORT}/provider/admin?token=${env.ADMIN_TOKEN}`);
 
   let stopping = false;
   const shutdown = async (signal: NodeJS.Signals) => {

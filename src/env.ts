@@ -56,6 +56,8 @@ const schema = z.object({
     .transform((v) => v === "true"),
   WORKER_CONCURRENCY: z.coerce.number().int().min(1).max(50).default(4),
   OUTBOX_RELAY_INTERVAL_MS: z.coerce.number().int().min(10).default(200),
+  /** Guards /admin and /provider/admin (printed at start-up). */
+  ADMIN_TOKEN: z.string().min(8).default("dev-admin-token"),
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
 });
 

@@ -1,5 +1,6 @@
 import { type NextRequest, NextResponse } from "next/server";
 import { getEnv } from "./env";
+import { ADMIN_UNAUTHORIZED_HTML, adminCookieHeader, isAdminRequest } from "./server/admin-auth";
 import {
   newGuestId,
   SESSION_COOKIE,
@@ -8,8 +9,33 @@ import {
   verifySession,
 } from "./server/session/session";
 
-/** Gives every visitor a signed guest session on the first page they open. */
+const ADMIN_PAGES = /^\/(admin|provider\/admin)(\/|$)/;
+
+/** Operator pages need the admin token; `?token=` once sets it as a cookie. */
+function guardAdmin(request: NextRequest): NextResponse | undefined {
+  if (!ADMIN_PAGES.test(request.nextUrl.pathname)) return undefined;
+  const token = getEnv().ADMIN_TOKEN;
+  const given = request.nextUrl.searchParams.get("token");
+  if (given !== null) {
+    const clean = request.nextUrl.clone();
+    clean.searchParams.delete("token");
+    if (given !== token)
+      return new NextResponse(ADMIN_UNAUTHORIZED_HTML, {
+        status: 401,
+        headers: { "content-type": "text/html" },
+      });
+    const response = NextResponse.redirect(clean, 303);
+    response.headers.append("set-cookie", adminCookieHeader(token));
+    return response;
+  }
+  if (isAdminRequest(request.headers, token)) return undefined;
+  return new NextResponse(ADMIN_UNAUTHORIZED_HTML, { status: 401, headers: { "content-type": "text/html" } });
+}
+
+/** Gives every visitor a signed guest session on the first page they open; guards the operator pages. */
 export function proxy(request: NextRequest) {
+  const denied = guardAdmin(request);
+  if (denied) return denied;
   const secret = getEnv().SESSION_SECRET;
   if (verifySession(request.cookies.get(SESSION_COOKIE)?.value, secret)) return NextResponse.next();
   const value = signSession(newGuestId(), secret);

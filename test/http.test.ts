@@ -5,6 +5,7 @@ import {
   type AppServer,
   HttpShopper,
   startAppServer,
+  TEST_SERVER_ADMIN_TOKEN,
   TEST_SERVER_WEBHOOK_SECRET,
 } from "./support/app-server";
 import { createTestDatabase, type TestDatabase } from "./support/database";
@@ -168,5 +169,39 @@ describe("provider-facing routes against next start", () => {
         300,
       ),
     ).toBe("OK");
+  });
+});
+
+describe("operator pages", () => {
+  it("answer 401 without the admin token, and open with it", async () => {
+    for (const path of ["/admin", "/provider/admin"]) {
+      expect((await fetch(`${first.baseUrl}${path}`)).status).toBe(401);
+      expect((await fetch(`${first.baseUrl}${path}?token=wrong-token`, { redirect: "manual" })).status).toBe(
+        401,
+      );
+      const withToken = await fetch(`${first.baseUrl}${path}?token=${TEST_SERVER_ADMIN_TOKEN}`, {
+        redirect: "manual",
+      });
+      expect(withToken.status).toBe(303);
+      expect(withToken.headers.get("set-cookie")).toContain("admin_token=");
+      const bearer = await fetch(`${first.baseUrl}${path}`, {
+        headers: { authorization: `Bearer ${TEST_SERVER_ADMIN_TOKEN}` },
+      });
+      expect(bearer.status).toBe(200);
+    }
+    const action = await fetch(`${first.baseUrl}/provider/api/admin/trades/P_X`, {
+      method: "POST",
+      body: new URLSearchParams({ action: "RESEND" }),
+    });
+    expect(action.status).toBe(401);
+    const retry = await fetch(`${first.baseUrl}/api/admin/jobs/1/retry`, { method: "POST" });
+    expect(retry.status).toBe(401);
+  });
+
+  it("shows a clean reconciliation on /admin", async () => {
+    const page = await fetch(`${first.baseUrl}/admin`, {
+      headers: { authorization: `Bearer ${TEST_SERVER_ADMIN_TOKEN}` },
+    });
+    expect(await page.text()).toContain("No violation");
   });
 });

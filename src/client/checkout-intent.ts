@@ -1,4 +1,7 @@
 /**
+ * The same mechanism serves refunds: one refund_no per (order, amount) intent,
+ * under its own storage key.
+ *
  * A checkout intent is "this shopper wants to buy this cart". Its request id is
  * made once and kept in sessionStorage, so double clicks, retries and reloads
  * all send the same key; a different cart, or a finished order, starts a new one.
@@ -29,9 +32,9 @@ export function cartSignature(cart: CartLines): string {
     .join(",");
 }
 
-export function loadIntent(storage: KeyValueStorage): CheckoutIntent | null {
+export function loadIntent(storage: KeyValueStorage, key = INTENT_STORAGE_KEY): CheckoutIntent | null {
   try {
-    const raw = storage.getItem(INTENT_STORAGE_KEY);
+    const raw = storage.getItem(key);
     if (!raw) return null;
     const parsed = JSON.parse(raw) as Partial<CheckoutIntent>;
     if (typeof parsed.requestId !== "string" || typeof parsed.cartSignature !== "string") return null;
@@ -45,12 +48,12 @@ export function loadIntent(storage: KeyValueStorage): CheckoutIntent | null {
   }
 }
 
-export function saveIntent(storage: KeyValueStorage, intent: CheckoutIntent): void {
-  storage.setItem(INTENT_STORAGE_KEY, JSON.stringify(intent));
+export function saveIntent(storage: KeyValueStorage, intent: CheckoutIntent, key = INTENT_STORAGE_KEY): void {
+  storage.setItem(key, JSON.stringify(intent));
 }
 
-export function clearIntent(storage: KeyValueStorage): void {
-  storage.removeItem(INTENT_STORAGE_KEY);
+export function clearIntent(storage: KeyValueStorage, key = INTENT_STORAGE_KEY): void {
+  storage.removeItem(key);
 }
 
 /** The intent for this cart: the stored one if the cart is unchanged, else a new key. */
@@ -58,10 +61,11 @@ export function intentForCart(
   storage: KeyValueStorage,
   signature: string,
   newKey: () => string,
+  key = INTENT_STORAGE_KEY,
 ): CheckoutIntent {
-  const stored = loadIntent(storage);
+  const stored = loadIntent(storage, key);
   if (stored && stored.cartSignature === signature) return stored;
   const fresh = { requestId: newKey(), cartSignature: signature, inFlight: false };
-  saveIntent(storage, fresh);
+  saveIntent(storage, fresh, key);
   return fresh;
 }

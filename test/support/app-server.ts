@@ -3,6 +3,7 @@ import { createServer } from "node:net";
 import { NEXT_BIN } from "../../scripts/lib/build";
 
 export const TEST_SERVER_WEBHOOK_SECRET = "whsec_test_server_0123456789";
+export const TEST_SERVER_ADMIN_TOKEN = "test-server-admin-token";
 
 export interface AppServer {
   baseUrl: string;
@@ -28,6 +29,7 @@ export async function startAppServer(options: {
         IDEMPOTENCY_CLEANUP_INTERVAL_MS: "0",
         PAYMENT_QUERY_INTERVAL_MS: "0",
         WORKER_IN_APP: "false",
+        ADMIN_TOKEN: TEST_SERVER_ADMIN_TOKEN,
         PROVIDER_WEBHOOK_SECRET: TEST_SERVER_WEBHOOK_SECRET,
         ...options.env,
       },

@@ -1,10 +1,18 @@
 "use client";
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import Link from "next/link";
+import { useState } from "react";
 import { usePayOrder } from "../hooks/use-pay-order";
+import { useRefundOrder } from "../hooks/use-refund-order";
 import { formatMoney } from "../money";
 import { errorData, errorMessage } from "../retry";
 import { useTRPC } from "../trpc";
+
+/** Watch the status change without a reload: quickly while money moves, slowly while shipped, not at all once final. */
+function refetchEvery(status: string | undefined): number | false {
+  if (status === "REFUNDED" || status === "CLOSED") return false;
+  return status === "SHIPPED" ? 3_000 : 1_000;
+}
 
 export function OrderView({ orderId }: { orderId: string }) {
   const trpc = useTRPC();
@@ -14,10 +22,7 @@ export function OrderView({ orderId }: { orderId: string }) {
       {
         retry: false,
         // While a payment or fulfilment may be arriving, watch the status change without a reload.
-        refetchInterval: (query) =>
-          query.state.data?.status === "PENDING_PAYMENT" || query.state.data?.status === "PAID"
-            ? 1_000
-            : false,
+        refetchInterval: (query) => refetchEvery(query.state.data?.status),
       },
     ),
   );
@@ -72,6 +77,12 @@ export function OrderView({ orderId }: { orderId: string }) {
       {data.status === "PENDING_PAYMENT" && <PayButton orderId={data.orderId} />}
       {data.status === "PENDING_PAYMENT" && <CheckStatusButton orderId={data.orderId} />}
       <PaymentTimeline orderId={data.orderId} live={data.status === "PENDING_PAYMENT"} />
+      <Refunds
+        orderId={data.orderId}
+        amountCents={data.amountCents}
+        currency={data.currency}
+        refundable={["PAID", "SHIPPED", "STOCK_SHORT"].includes(data.status)}
+      />
       <p>
         <Link href="/">Continue shopping</Link>
       </p>
@@ -155,5 +166,72 @@ function CheckStatusButton({ orderId }: { orderId: string }) {
       )}
       {check.error && <span role="alert">{errorMessage(check.error)}</span>}
     </p>
+  );
+}
+
+function Refunds(props: { orderId: string; amountCents: number; currency: string; refundable: boolean }) {
+  const trpc = useTRPC();
+  const refunds = useQuery(
+    trpc.refunds.list.queryOptions(
+      { orderId: props.orderId },
+      {
+        refetchInterval: (query) =>
+          query.state.data?.some((r) => r.status === "REFUND_CREATED" || r.status === "REFUND_PROCESSING")
+            ? 1_000
+            : false,
+      },
+    ),
+  );
+  const { refund, isPending, error } = useRefundOrder(props.orderId);
+  const refunded = (refunds.data ?? [])
+    .filter((r) => r.status !== "REFUND_FAILED")
+    .reduce((sum, r) => sum + r.amountCents, 0);
+  const remaining = props.amountCents - refunded;
+  const [amount, setAmount] = useState("");
+  const cents = amount === "" ? remaining : Math.round(Number(amount) * 100);
+  return (
+    <section aria-labelledby="refunds-heading">
+      <h3 id="refunds-heading">Refunds</h3>
+      {refunds.data?.length ? (
+        <ul className="timeline">
+          {refunds.data.map((r) => (
+            <li key={r.refundNo} data-testid="refund">
+              <code>{r.refundNo}</code> · {formatMoney(r.amountCents, r.currency)} ·{" "}
+              <strong data-testid="refund-status">{r.status}</strong>{" "}
+              <span className="muted">{r.failureReason ?? r.reason}</span>
+            </li>
+          ))}
+        </ul>
+      ) : (
+        <p className="muted">No refund.</p>
+      )}
+      {props.refundable && remaining > 0 && (
+        <p className="refund-form">
+          <label>
+            Amount ({props.currency}){" "}
+            <input
+              type="number"
+              min="0.01"
+              step="0.01"
+              placeholder={(remaining / 100).toFixed(2)}
+              value={amount}
+              onChange={(e) => setAmount(e.target.value)}
+            />
+          </label>{" "}
+          <button
+            type="button"
+            disabled={isPending || !(cents > 0 && cents <= remaining)}
+            onClick={() => refund(cents)}
+          >
+            {isPending ? "Requesting refund…" : "Request refund"}
+          </button>
+        </p>
+      )}
+      {error && (
+        <p role="alert" className="error">
+          {errorMessage(error)}
+        </p>
+      )}
+    </section>
   );
 }

@@ -6,6 +6,15 @@ import { DomainError } from "../errors";
 import { type DeliveryDeps, type DeliveryFault, type DeliveryResult, sendNotification } from "./delivery";
 import { getTrade, queueNotification } from "./trades";
 
+/** Actions on one notification (the rest act on the whole trade). */
+export const NOTIFICATION_ACTIONS = [
+  "FIRE_CONCURRENT",
+  "RESEND",
+  "TAMPERED_SIGNATURE",
+  "WRONG_AMOUNT",
+  "STALE_TIMESTAMP",
+] as const;
+
 /** What the provider admin page can do to one trade's notifications. */
 export const ADMIN_ACTIONS = [
   "FIRE_CONCURRENT",
@@ -25,6 +34,8 @@ export const adminActionInput = z.object({
   action: z.enum(ADMIN_ACTIONS),
   count: z.coerce.number().int().min(1).max(50).default(10),
   delayS: z.coerce.number().int().min(1).max(3600).default(30),
+  /** Which of the trade's notifications to send (default: the first, the payment's). */
+  notificationId: z.string().max(100).optional(),
 });
 export type AdminActionInput = z.infer<typeof adminActionInput>;
 
@@ -50,7 +61,7 @@ export async function runAdminAction(
     .from(providerNotification)
     .where(eq(providerNotification.tradeId, trade.id))
     .orderBy(providerNotification.createdAt);
-  const primary = notifications[0];
+  const primary = notifications.find((n) => n.id === input.notificationId) ?? notifications[0];
   const needsNotification = () => {
     if (!primary)
       throw new DomainError("INVALID_INPUT", "this trade has no notification yet (pay or cancel it first)");

@@ -1,6 +1,11 @@
 import { formatMoney } from "../../../client/money";
 import { getAppContext } from "../../../server/app-context";
-import { ADMIN_ACTIONS, type AdminAction, listTradesForAdmin } from "../../../server/provider/admin";
+import {
+  ADMIN_ACTIONS,
+  type AdminAction,
+  listTradesForAdmin,
+  NOTIFICATION_ACTIONS,
+} from "../../../server/provider/admin";
 import { AutoRefresh } from "./auto-refresh";
 
 export const dynamic = "force-dynamic";
@@ -54,7 +59,7 @@ export default async function ProviderAdminPage({
             transaction {trade.transactionId ?? "—"} · notify {trade.notifyUrl}
           </p>
           {notifications.map(({ notification, attempts }) => (
-            <div key={notification.id}>
+            <section key={notification.id} aria-label={`Notification ${notification.type}`}>
               <p>
                 <strong>{notification.type}</strong> <code>{notification.id}</code> · {notification.status} ·{" "}
                 {notification.attempts} scheduled attempt(s)
@@ -88,7 +93,22 @@ export default async function ProviderAdminPage({
                   ))}
                 </tbody>
               </table>
-            </div>
+              <form
+                method="post"
+                action={`/provider/api/admin/trades/${encodeURIComponent(trade.outTradeNo)}`}
+                className="faults"
+              >
+                <input type="hidden" name="notificationId" value={notification.id} />
+                <label>
+                  N <input name="count" type="number" min={1} max={50} defaultValue={10} />
+                </label>
+                {NOTIFICATION_ACTIONS.map((action) => (
+                  <button key={action} type="submit" name="action" value={action}>
+                    {LABELS[action]}
+                  </button>
+                ))}
+              </form>
+            </section>
           ))}
           <form
             method="post"
@@ -96,16 +116,15 @@ export default async function ProviderAdminPage({
             className="faults"
           >
             <label>
-              N <input name="count" type="number" min={1} max={50} defaultValue={10} />
-            </label>
-            <label>
               delay (s) <input name="delayS" type="number" min={1} max={3600} defaultValue={30} />
             </label>
-            {ADMIN_ACTIONS.map((action) => (
-              <button key={action} type="submit" name="action" value={action}>
-                {LABELS[action]}
-              </button>
-            ))}
+            {ADMIN_ACTIONS.filter((a) => !(NOTIFICATION_ACTIONS as readonly string[]).includes(a)).map(
+              (action) => (
+                <button key={action} type="submit" name="action" value={action}>
+                  {LABELS[action]}
+                </button>
+              ),
+            )}
           </form>
         </article>
       ))}

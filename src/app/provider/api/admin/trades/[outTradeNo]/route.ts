@@ -1,3 +1,5 @@
+import { getEnv } from "../../../../../../env";
+import { isAdminRequest } from "../../../../../../server/admin-auth";
 import { getAppContext } from "../../../../../../server/app-context";
 import { isDomainError } from "../../../../../../server/errors";
 import { adminActionInput, runAdminAction } from "../../../../../../server/provider/admin";
@@ -7,6 +9,8 @@ export const dynamic = "force-dynamic";
 /** The admin page's fault buttons (plain forms). Answers with a redirect back to the page. */
 export async function POST(req: Request, { params }: { params: Promise<{ outTradeNo: string }> }) {
   const { outTradeNo } = await params;
+  if (!isAdminRequest(req.headers, getEnv().ADMIN_TOKEN))
+    return new Response("admin token required", { status: 401 });
   const parsed = adminActionInput.safeParse(Object.fromEntries(await req.formData()));
   const back = (message: string) =>
     new Response(null, {

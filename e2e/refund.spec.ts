@@ -1,0 +1,42 @@
+import { expect, test } from "@playwright/test";
+import { E2E_ADMIN_TOKEN } from "./support/config";
+import { database, ordersOf, shopperId } from "./support/db";
+import { placeAndPay } from "./support/flows";
+import { ShopPage } from "./support/shop-page";
+
+test("pay, wait for fulfilment, refund, and the books still balance", async ({ page, context }) => {
+  const shop = new ShopPage(page);
+  await placeAndPay(shop);
+  await expect(page.getByTestId("order-status")).toHaveText("SHIPPED", { timeout: 20_000 });
+  const [order] = await ordersOf(await shopperId(context));
+  const orderId = order?.id ?? "";
+
+  // A double click on the refund button still makes one refund.
+  await page.getByRole("button", { name: "Request refund" }).dblclick();
+  await expect(page.getByTestId("refund-status")).toHaveText("REFUND_SUCCESS", { timeout: 20_000 });
+  await expect
+    .poll(async () => (await database()`SELECT status FROM orders WHERE id = ${orderId}`)[0]?.status, {
+      timeout: 20_000,
+    })
+    .toBe("REFUNDED");
+  await expect(page.getByTestId("order-status")).toHaveText("REFUNDED", { timeout: 20_000 });
+
+  const sql = database();
+  // The worker consumes RefundSucceeded: stock comes back and benefits are reversed, once.
+  await expect
+    .poll(
+      async () =>
+        (
+          await sql`
+            SELECT (SELECT count(*)::int FROM stock_return_record WHERE order_id = ${orderId}) AS returns,
+                   (SELECT count(*)::int FROM benefit_reversal WHERE order_id = ${orderId}) AS reversals`
+        )[0],
+      { timeout: 20_000 },
+    )
+    .toEqual({ returns: 1, reversals: 2 });
+  const refunds = await sql`SELECT status, amount_cents FROM refund_order WHERE order_id = ${orderId}`;
+  expect(refunds.map((r) => [r.status, Number(r.amount_cents)])).toEqual([["REFUND_SUCCESS", 2500]]);
+
+  await page.goto(`/admin?token=${E2E_ADMIN_TOKEN}`);
+  await expect(page.getByTestId("reconciliation-status")).toContainText("No violation");
+});

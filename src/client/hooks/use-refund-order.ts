@@ -1,0 +1,50 @@
+"use client";
+import { useMutation, useQueryClient } from "@tanstack/react-query";
+import { useCallback, useRef } from "react";
+import { clearIntent, intentForCart } from "../checkout-intent";
+import { isRetryable, MAX_AUTOMATIC_RETRIES, retryDelayMs } from "../retry";
+import { useTRPC } from "../trpc";
+
+/**
+ * "Refund": one refund_no per refund intent (this order, this amount), kept in
+ * sessionStorage, reused by double clicks and retries; a new amount or a
+ * finished refund starts a new one.
+ */
+export function useRefundOrder(orderId: string) {
+  const trpc = useTRPC();
+  const queryClient = useQueryClient();
+  const submitting = useRef(false);
+  const storageKey = `refund.intent.${orderId}`;
+  const mutation = useMutation(
+    trpc.refunds.create.mutationOptions({
+      retry: (failures, error) => failures < MAX_AUTOMATIC_RETRIES && isRetryable(error),
+      retryDelay: retryDelayMs,
+    }),
+  );
+  const { mutate } = mutation;
+  const refund = useCallback(
+    (amountCents: number) => {
+      if (submitting.current) return;
+      submitting.current = true;
+      const intent = intentForCart(
+        sessionStorage,
+        String(amountCents),
+        () => `R-${crypto.randomUUID()}`,
+        storageKey,
+      );
+      mutate(
+        { orderId, refundNo: intent.requestId, amountCents },
+        {
+          onSuccess: () => clearIntent(sessionStorage, storageKey),
+          onSettled: () => {
+            submitting.current = false;
+            void queryClient.invalidateQueries(trpc.refunds.pathFilter());
+            void queryClient.invalidateQueries(trpc.orders.pathFilter());
+          },
+        },
+      );
+    },
+    [mutate, orderId, queryClient, storageKey, trpc],
+  );
+  return { refund, isPending: mutation.isPending, error: mutation.error };
+}

@@ -1,0 +1,68 @@
+import { desc, inArray, sql } from "drizzle-orm";
+import type { Db } from "../db/client";
+import {
+  idempotencyRecord,
+  messageConsumeRecord,
+  orders,
+  outboxEvent,
+  paymentOrder,
+  refundOrder,
+} from "../db/schema";
+import { listNotificationIssues } from "../payments/queries";
+import { reconcile } from "../reconciliation/reconcile";
+
+export type QueueJob = {
+  id: string;
+  key: string | null;
+  attempts: number;
+  max_attempts: number;
+  last_error: string | null;
+  run_at: Date;
+};
+
+/** Everything the operations page shows, read in one go. */
+export async function operationsOverview(db: Db) {
+  const [recentOrders, payments, refunds, events, records, jobs, notifications, reconciliation] =
+    await Promise.all([
+      db.select().from(orders).orderBy(desc(orders.createdAt)).limit(20),
+      db.select().from(paymentOrder).orderBy(desc(paymentOrder.createdAt)).limit(20),
+      db.select().from(refundOrder).orderBy(desc(refundOrder.createdAt)).limit(20),
+      db.select().from(outboxEvent).orderBy(desc(outboxEvent.createdAt)).limit(30),
+      db.select().from(idempotencyRecord).orderBy(desc(idempotencyRecord.updatedAt)).limit(20),
+      db.execute<QueueJob>(sql`
+      SELECT id::text, key, attempts, max_attempts, last_error, run_at FROM graphile_worker.jobs
+       WHERE attempts > 0 ORDER BY attempts DESC, id LIMIT 50`),
+      listNotificationIssues(db, 20),
+      reconcile(db),
+    ]);
+  const consumed = events.length
+    ? await db
+        .select()
+        .from(messageConsumeRecord)
+        .where(
+          inArray(
+            messageConsumeRecord.eventId,
+            events.map((e) => e.id),
+          ),
+        )
+    : [];
+  return {
+    orders: recentOrders,
+    payments,
+    refunds,
+    events: events.map((event) => ({ event, consumed: consumed.filter((c) => c.eventId === event.id) })),
+    idempotencyRecords: records,
+    deadLetters: jobs.filter((job) => job.attempts >= job.max_attempts),
+    failingJobs: jobs.filter((job) => job.attempts < job.max_attempts),
+    notifications,
+    reconciliation,
+  };
+}
+
+/** Sends a dead-lettered (or failing) consumer job round again, now, with fresh attempts. */
+export async function retryJob(db: Db, jobId: string): Promise<boolean> {
+  if (!/^\d{1,18}$/.test(jobId)) return false;
+  const rows = await db.execute(sql`
+    SELECT id FROM graphile_worker.reschedule_jobs(ARRAY[${jobId}::bigint], run_at := now(), attempts := 0)`);
+  return rows.length > 0;
+}
