@@ -1,5 +1,7 @@
+import { randomUUID } from "node:crypto";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { operationsOverview, retryJob } from "../src/server/admin/overview";
 import type { AppContext } from "../src/server/app-context";
 import { type Consumer, consumeOnce } from "../src/server/fulfilment/consume";
 import { stockConsumer } from "../src/server/fulfilment/consumers";
@@ -206,6 +208,42 @@ describe("delivery through the queue (graphile-worker)", () => {
     const [unpublished] = await t.sql`SELECT count(*)::int AS n FROM outbox_event WHERE published_at IS NULL`;
     expect(unpublished?.n).toBe(0);
     expect(await relayOutbox(t.db)).toBe(0);
+  });
+});
+
+describe("dead letters", () => {
+  it("keeps a job that ran out of attempts, shows it to operators, and lets them retry it", async () => {
+    const key = `poison-${randomUUID()}`;
+    // A message no consumer can ever handle: its event does not exist.
+    await t.sql`SELECT graphile_worker.add_job('consume-event',
+      json_build_object('eventId', ${randomUUID()}::text, 'consumer', 'stock'), max_attempts := 1, job_key := ${key})`;
+    const worker = await startWorker(t.db, {
+      connectionString: t.url,
+      concurrency: 1,
+      relayIntervalMs: 1000,
+      pollIntervalMs: 100,
+      log: pino({ level: "silent" }),
+    });
+    try {
+      await expect
+        .poll(async () => (await operationsOverview(t.db)).deadLetters.map((j) => j.key), { timeout: 10_000 })
+        .toContain(key);
+    } finally {
+      await worker.stop();
+    }
+    const report = await reconcile(t.db);
+    const delivered = report.invariants.find((i) => i.name === "events-delivered");
+    expect(delivered?.violations.map((v) => v.message)).toContain(
+      "consumer job dead-lettered (out of attempts)",
+    );
+
+    const dead = (await operationsOverview(t.db)).deadLetters.find((j) => j.key === key);
+    expect(await retryJob(t.db, dead?.id ?? "")).toBe(true);
+    const [job] = await t.sql`SELECT attempts FROM graphile_worker.jobs WHERE key = ${key}`;
+    expect(job?.attempts).toBe(0);
+    expect(await retryJob(t.db, "not-a-number")).toBe(false);
+    // Operators give up on it for good: remove it so the books balance again.
+    await t.sql`DELETE FROM graphile_worker._private_jobs WHERE key = ${key}`;
   });
 });
 
