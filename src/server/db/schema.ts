@@ -14,6 +14,20 @@ import {
 } from "drizzle-orm/pg-core";
 
 const createdAt = () => timestamp({ withTimezone: true }).notNull().defaultNow();
+const identity = () => bigint({ mode: "number" }).primaryKey().generatedAlwaysAsIdentity();
+const orderRef = () =>
+  uuid()
+    .notNull()
+    .references(() => orders.id);
+const skuRef = () =>
+  text()
+    .notNull()
+    .references(() => sku.id);
+
+/** Every status (and other closed set) is a CHECK constraint. */
+function inList(name: string, column: string, values: readonly string[]) {
+  return check(name, sql.raw(`${column} IN (${values.map((v) => `'${v}'`).join(", ")})`));
+}
 
 export const sku = pgTable(
   "sku",
@@ -71,9 +85,7 @@ export const orderItem = pgTable(
     orderId: uuid()
       .notNull()
       .references(() => orders.id, { onDelete: "cascade" }),
-    skuId: text()
-      .notNull()
-      .references(() => sku.id),
+    skuId: skuRef(),
     skuName: text().notNull(),
     quantity: integer().notNull(),
     unitPriceCents: integer().notNull(),
@@ -91,7 +103,7 @@ export type IdempotencyStatus = (typeof IDEMPOTENCY_STATUSES)[number];
 export const idempotencyRecord = pgTable(
   "idempotency_record",
   {
-    id: bigint({ mode: "number" }).primaryKey().generatedAlwaysAsIdentity(),
+    id: identity(),
     /** Whose key this is (the shopper); keys never match across scopes. */
     userId: text().notNull(),
     bizType: text().notNull(),
@@ -112,10 +124,7 @@ export const idempotencyRecord = pgTable(
   (t) => [
     uniqueIndex("idempotency_record_user_biz_key_uq").on(t.userId, t.bizType, t.idempotencyKey),
     index("idempotency_record_expires_at_idx").on(t.expiresAt),
-    check(
-      "idempotency_record_status_valid",
-      sql.raw(`status IN (${IDEMPOTENCY_STATUSES.map((s) => `'${s}'`).join(", ")})`),
-    ),
+    inList("idempotency_record_status_valid", "status", IDEMPOTENCY_STATUSES),
   ],
 );
 
@@ -129,9 +138,7 @@ export const paymentOrder = pgTable(
   "payment_order",
   {
     id: uuid().primaryKey().defaultRandom(),
-    orderId: uuid()
-      .notNull()
-      .references(() => orders.id),
+    orderId: orderRef(),
     outTradeNo: text().notNull(),
     amountCents: bigint({ mode: "number" }).notNull(),
     currency: text().notNull(),
@@ -149,10 +156,7 @@ export const paymentOrder = pgTable(
     index("payment_order_pending_idx").on(t.createdAt).where(sql`status = 'PENDING'`),
     // One open (or successful) payment per order; a closed one may be followed by a new one.
     uniqueIndex("payment_order_open_per_order_uq").on(t.orderId).where(sql`status IN ('PENDING', 'SUCCESS')`),
-    check(
-      "payment_order_status_valid",
-      sql.raw(`status IN (${PAYMENT_STATUSES.map((s) => `'${s}'`).join(", ")})`),
-    ),
+    inList("payment_order_status_valid", "status", PAYMENT_STATUSES),
     check("payment_order_amount_positive", sql`${t.amountCents} > 0`),
   ],
 );
@@ -175,7 +179,7 @@ export type NotificationOutcome = (typeof NOTIFICATION_OUTCOMES)[number];
 export const paymentNotification = pgTable(
   "payment_notification",
   {
-    id: bigint({ mode: "number" }).primaryKey().generatedAlwaysAsIdentity(),
+    id: identity(),
     notificationId: text(),
     deliveryId: text(),
     outTradeNo: text(),
@@ -190,10 +194,7 @@ export const paymentNotification = pgTable(
   (t) => [
     index("payment_notification_out_trade_no_idx").on(t.outTradeNo, t.receivedAt),
     index("payment_notification_alert_idx").on(t.receivedAt).where(sql`alert`),
-    check(
-      "payment_notification_outcome_valid",
-      sql.raw(`outcome IN (${NOTIFICATION_OUTCOMES.map((s) => `'${s}'`).join(", ")})`),
-    ),
+    inList("payment_notification_outcome_valid", "outcome", NOTIFICATION_OUTCOMES),
   ],
 );
 
@@ -243,10 +244,7 @@ export const providerTrade = pgTable(
   (t) => [
     uniqueIndex("provider_trade_app_out_trade_no_uq").on(t.appId, t.outTradeNo),
     uniqueIndex("provider_trade_transaction_id_uq").on(t.transactionId),
-    check(
-      "provider_trade_status_valid",
-      sql.raw(`status IN (${PROVIDER_TRADE_STATUSES.map((s) => `'${s}'`).join(", ")})`),
-    ),
+    inList("provider_trade_status_valid", "status", PROVIDER_TRADE_STATUSES),
   ],
 );
 
@@ -273,10 +271,7 @@ export const providerNotification = pgTable(
   (t) => [
     uniqueIndex("provider_notification_trade_fact_uq").on(t.tradeId, t.factKey),
     index("provider_notification_due_idx").on(t.nextAttemptAt).where(sql`status = 'PENDING'`),
-    check(
-      "provider_notification_status_valid",
-      sql.raw(`status IN (${PROVIDER_NOTIFICATION_STATUSES.map((s) => `'${s}'`).join(", ")})`),
-    ),
+    inList("provider_notification_status_valid", "status", PROVIDER_NOTIFICATION_STATUSES),
   ],
 );
 
@@ -310,7 +305,7 @@ export const CONSUME_STATUSES = ["PROCESSING", "DONE"] as const;
 export const messageConsumeRecord = pgTable(
   "message_consume_record",
   {
-    id: bigint({ mode: "number" }).primaryKey().generatedAlwaysAsIdentity(),
+    id: identity(),
     eventId: uuid()
       .notNull()
       .references(() => outboxEvent.id),
@@ -323,23 +318,16 @@ export const messageConsumeRecord = pgTable(
   },
   (t) => [
     uniqueIndex("message_consume_record_event_consumer_uq").on(t.eventId, t.consumerName),
-    check(
-      "message_consume_record_status_valid",
-      sql.raw(`status IN (${CONSUME_STATUSES.map((s) => `'${s}'`).join(", ")})`),
-    ),
+    inList("message_consume_record_status_valid", "status", CONSUME_STATUSES),
   ],
 );
 
 export const stockDeductRecord = pgTable(
   "stock_deduct_record",
   {
-    id: bigint({ mode: "number" }).primaryKey().generatedAlwaysAsIdentity(),
-    orderId: uuid()
-      .notNull()
-      .references(() => orders.id),
-    skuId: text()
-      .notNull()
-      .references(() => sku.id),
+    id: identity(),
+    orderId: orderRef(),
+    skuId: skuRef(),
     quantity: integer().notNull(),
     createdAt: createdAt(),
   },
@@ -354,10 +342,8 @@ export const BENEFIT_TYPES = ["LOYALTY_POINTS", "COUPON"] as const;
 export const benefitGrant = pgTable(
   "benefit_grant",
   {
-    id: bigint({ mode: "number" }).primaryKey().generatedAlwaysAsIdentity(),
-    orderId: uuid()
-      .notNull()
-      .references(() => orders.id),
+    id: identity(),
+    orderId: orderRef(),
     userId: text().notNull(),
     benefitType: text({ enum: BENEFIT_TYPES }).notNull(),
     /** Points, or the coupon's value in cents. */
@@ -367,10 +353,7 @@ export const benefitGrant = pgTable(
   },
   (t) => [
     uniqueIndex("benefit_grant_order_type_uq").on(t.orderId, t.benefitType),
-    check(
-      "benefit_grant_type_valid",
-      sql.raw(`benefit_type IN (${BENEFIT_TYPES.map((s) => `'${s}'`).join(", ")})`),
-    ),
+    inList("benefit_grant_type_valid", "benefit_type", BENEFIT_TYPES),
   ],
 );
 
@@ -378,9 +361,7 @@ export const shipment = pgTable(
   "shipment",
   {
     id: uuid().primaryKey().defaultRandom(),
-    orderId: uuid()
-      .notNull()
-      .references(() => orders.id),
+    orderId: orderRef(),
     trackingNo: text().notNull(),
     createdAt: createdAt(),
   },
@@ -403,9 +384,7 @@ export const refundOrder = pgTable(
   {
     id: uuid().primaryKey().defaultRandom(),
     refundNo: text().notNull(),
-    orderId: uuid()
-      .notNull()
-      .references(() => orders.id),
+    orderId: orderRef(),
     paymentId: uuid()
       .notNull()
       .references(() => paymentOrder.id),
@@ -422,10 +401,7 @@ export const refundOrder = pgTable(
     index("refund_order_order_idx").on(t.orderId),
     index("refund_order_created_idx").on(t.createdAt).where(sql`status = 'REFUND_CREATED'`),
     check("refund_order_amount_positive", sql`${t.amountCents} > 0`),
-    check(
-      "refund_order_status_valid",
-      sql.raw(`status IN (${REFUND_STATUSES.map((s) => `'${s}'`).join(", ")})`),
-    ),
+    inList("refund_order_status_valid", "status", REFUND_STATUSES),
   ],
 );
 
@@ -433,16 +409,12 @@ export const refundOrder = pgTable(
 export const stockReturnRecord = pgTable(
   "stock_return_record",
   {
-    id: bigint({ mode: "number" }).primaryKey().generatedAlwaysAsIdentity(),
+    id: identity(),
     refundId: uuid()
       .notNull()
       .references(() => refundOrder.id),
-    orderId: uuid()
-      .notNull()
-      .references(() => orders.id),
-    skuId: text()
-      .notNull()
-      .references(() => sku.id),
+    orderId: orderRef(),
+    skuId: skuRef(),
     quantity: integer().notNull(),
     createdAt: createdAt(),
   },
@@ -456,10 +428,8 @@ export const stockReturnRecord = pgTable(
 export const benefitReversal = pgTable(
   "benefit_reversal",
   {
-    id: bigint({ mode: "number" }).primaryKey().generatedAlwaysAsIdentity(),
-    orderId: uuid()
-      .notNull()
-      .references(() => orders.id),
+    id: identity(),
+    orderId: orderRef(),
     refundId: uuid()
       .notNull()
       .references(() => refundOrder.id),
