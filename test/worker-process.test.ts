@@ -1,0 +1,79 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { createRequire } from "node:module";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { AppContext } from "../src/server/app-context";
+import { reconcile } from "../src/server/reconciliation/reconcile";
+import { testAppContext } from "./support/app-context";
+import { createTestDatabase, type TestDatabase } from "./support/database";
+import { placePaidOrder } from "./support/scenarios";
+
+/** `npm run worker`, twice at once, as separate processes against one database. */
+let t: TestDatabase;
+let app: AppContext;
+const workers: ChildProcess[] = [];
+const TSX = createRequire(import.meta.url).resolve("tsx/cli");
+
+beforeAll(async () => {
+  t = await createTestDatabase();
+  app = testAppContext(t.db);
+});
+afterAll(async () => {
+  await Promise.all(
+    workers.map(
+      (worker) =>
+        new Promise<void>((resolve) => {
+          if (worker.exitCode !== null) return resolve();
+          worker.once("exit", () => resolve());
+          worker.kill("SIGTERM");
+          setTimeout(() => worker.kill("SIGKILL"), 5_000).unref();
+        }),
+    ),
+  );
+  await t.drop();
+});
+
+function startWorkerProcess(): ChildProcess {
+  const child = spawn(process.execPath, [TSX, "scripts/worker.ts"], {
+    env: {
+      ...process.env,
+      DATABASE_URL: t.url,
+      OUTBOX_RELAY_INTERVAL_MS: "50",
+      WORKER_CONCURRENCY: "2",
+      LOG_LEVEL: "warn",
+    },
+    stdio: ["ignore", "ignore", "inherit"],
+  });
+  workers.push(child);
+  return child;
+}
+
+describe("separate worker processes", () => {
+  it("fulfil every paid order exactly once when two run at once, and stop on SIGTERM", async () => {
+    startWorkerProcess();
+    startWorkerProcess();
+    const paid = await Promise.all(
+      Array.from({ length: 6 }, () => placePaidOrder(app, [{ skuId: "SKU-MUG", quantity: 1 }])),
+    );
+    const ids = paid.map((p) => p.orderId);
+    await expect
+      .poll(
+        async () =>
+          (
+            await t.sql`SELECT count(*)::int AS n FROM orders WHERE id = ANY(${ids}::uuid[]) AND status = 'SHIPPED'`
+          )[0]?.n,
+        { timeout: 30_000, interval: 250 },
+      )
+      .toBe(ids.length);
+    const [effects] = await t.sql`
+      SELECT (SELECT count(*)::int FROM stock_deduct_record WHERE order_id = ANY(${ids}::uuid[])) AS deductions,
+             (SELECT count(*)::int FROM benefit_grant WHERE order_id = ANY(${ids}::uuid[])) AS grants,
+             (SELECT count(*)::int FROM shipment WHERE order_id = ANY(${ids}::uuid[])) AS shipments`;
+    expect(effects).toEqual({ deductions: 6, grants: 12, shipments: 6 });
+    expect((await reconcile(t.db)).ok).toBe(true);
+
+    const [first] = workers;
+    const exited = new Promise<number | null>((resolve) => first?.once("exit", (code) => resolve(code)));
+    first?.kill("SIGTERM");
+    expect(await exited).toBe(0);
+  });
+});
