@@ -58,6 +58,11 @@ const schema = z.object({
   OUTBOX_RELAY_INTERVAL_MS: z.coerce.number().int().min(10).default(200),
   /** Guards /admin and /provider/admin (printed at start-up). */
   ADMIN_TOKEN: z.string().min(8).default("dev-admin-token"),
+  /** POST /api/v1/tokens makes new guest shoppers (handy in development; turn off where it is not wanted). */
+  API_TOKENS_ENABLED: z
+    .enum(["true", "false"])
+    .default("true")
+    .transform((v) => v === "true"),
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
 });
 

@@ -205,3 +205,46 @@ describe("operator pages", () => {
     expect(await page.text()).toContain("No violation");
   });
 });
+
+describe("REST API against next start", () => {
+  it("serves the OpenAPI document and refuses requests without a token", async () => {
+    const doc = await fetch(`${first.baseUrl}/api/v1/openapi.json`);
+    expect(doc.status).toBe(200);
+    expect(await doc.json()).toMatchObject({ openapi: "3.1.0" });
+    const anonymous = await fetch(`${first.baseUrl}/api/v1/orders`, {
+      method: "POST",
+      headers: { "idempotency-key": randomUUID(), "content-type": "application/json" },
+      body: JSON.stringify({ items: [{ skuId: "SKU-MUG", quantity: 1 }] }),
+    });
+    expect(anonymous.status).toBe(401);
+    expect(anonymous.headers.get("content-type")).toBe("application/problem+json");
+  });
+
+  it("makes one order from 20 concurrent keyed POSTs split over two instances", async () => {
+    const { token } = (await (await fetch(`${first.baseUrl}/api/v1/tokens`, { method: "POST" })).json()) as {
+      token: string;
+    };
+    const key = randomUUID();
+    const answers = await Promise.all(
+      Array.from({ length: 20 }, (_, i) =>
+        fetch(`${i % 2 ? second.baseUrl : first.baseUrl}/api/v1/orders`, {
+          method: "POST",
+          headers: {
+            authorization: `Bearer ${token}`,
+            "idempotency-key": key,
+            "content-type": "application/json",
+          },
+          body: JSON.stringify({ items: [{ skuId: "SKU-MUG", quantity: 1 }] }),
+        }),
+      ),
+    );
+    const created = answers.filter((a) => a.status === 201);
+    expect(answers.every((a) => a.status === 201 || a.status === 409)).toBe(true);
+    expect(created.filter((a) => a.headers.get("idempotent-replayed") !== "true")).toHaveLength(1);
+    const locations = new Set(created.map((a) => a.headers.get("location")));
+    expect(locations.size).toBe(1);
+    const userId = token.slice(3).split(".")[0] ?? "";
+    const [row] = await t.sql`SELECT count(*)::int AS n FROM orders WHERE user_id = ${userId}`;
+    expect(row?.n).toBe(1);
+  });
+});

@@ -26,6 +26,8 @@ export interface DomainErrorDetails {
   retryAfterMs?: number;
   /** This error is the stored outcome of an earlier request with the same key. */
   replayed?: boolean;
+  /** When the idempotency key of the request expires (so a client knows how long it may retry). */
+  keyExpiresAt?: Date;
   /** Extra facts for the client, e.g. which SKU is out of stock. */
   meta?: Record<string, unknown>;
 }

@@ -96,6 +96,7 @@ export function Shop() {
           </p>
         )}
         <OrderList />
+        <ApiToken />
       </aside>
     </div>
   );
@@ -139,5 +140,22 @@ function OrderList() {
         ))}
       </ul>
     </nav>
+  );
+}
+
+/** The shopper's token for the REST API (README: "REST API"). */
+function ApiToken() {
+  const trpc = useTRPC();
+  const me = useQuery(trpc.session.me.queryOptions());
+  if (!me.data) return null;
+  return (
+    <details className="small">
+      <summary>REST API token</summary>
+      <code data-testid="api-token">{me.data.apiToken}</code>
+      <p className="muted">
+        Use it as <code>Authorization: Bearer …</code> with <code>/api/v1</code>; see{" "}
+        <a href="/api/v1/openapi.json">the OpenAPI document</a>.
+      </p>
+    </details>
   );
 }

@@ -65,18 +65,22 @@ export interface IdempotentResult<T> {
   result: T;
   replayed: boolean;
   bizId: string | null;
+  /** When the key is forgotten: until then, the same request gets this answer. */
+  keyExpiresAt: Date;
 }
 
 /** Proof of holding a key: every write made under it is conditional on `leaseVersion`. */
 export interface Lease {
   recordId: number;
   leaseVersion: number;
+  expiresAt: Date;
 }
 
 interface StoredOutcome {
   status: "SUCCESS" | "FAILED";
   responseBody: unknown;
   bizId: string | null;
+  expiresAt: Date;
 }
 
 export type Acquired = { kind: "owner"; lease: Lease } | { kind: "stored"; outcome: StoredOutcome };
@@ -91,6 +95,7 @@ const ms = (value: number) => sql`(now() + ${value} * interval '1 millisecond')`
 const leaseColumns = {
   recordId: idempotencyRecord.id,
   leaseVersion: idempotencyRecord.leaseVersion,
+  expiresAt: idempotencyRecord.expiresAt,
 };
 
 export async function runIdempotent<T>(
@@ -147,6 +152,7 @@ export async function acquire(
           responseBody: idempotencyRecord.responseBody,
           bizId: idempotencyRecord.bizId,
           leaseVersion: idempotencyRecord.leaseVersion,
+          expiresAt: idempotencyRecord.expiresAt,
           leaseLive: sql<boolean>`coalesce(${idempotencyRecord.lockedUntil} > now(), false)`,
           expired: sql<boolean>`${idempotencyRecord.expiresAt} <= now()`,
         })
@@ -170,7 +176,12 @@ export async function acquire(
     if (existing.status !== "PROCESSING") {
       return {
         kind: "stored",
-        outcome: { status: existing.status, responseBody: existing.responseBody, bizId: existing.bizId },
+        outcome: {
+          status: existing.status,
+          responseBody: existing.responseBody,
+          bizId: existing.bizId,
+          expiresAt: existing.expiresAt,
+        },
       };
     }
     if (!existing.leaseLive) {
@@ -183,7 +194,7 @@ export async function acquire(
       throw new DomainError(
         "REQUEST_IN_PROGRESS",
         "A request with this idempotency key is still being processed; retry with the same key.",
-        { retryable: true, retryAfterMs: 1000 },
+        { retryable: true, retryAfterMs: 1000, keyExpiresAt: existing.expiresAt },
       );
     }
     await sleep(Math.min(pause, remaining));
@@ -220,11 +231,12 @@ export async function executeUnderLease<T>(
       if (stored.length === 0) throw leaseLost();
       return { result, bizId };
     });
-    return { ...outcome, replayed: false };
+    return { ...outcome, replayed: false, keyExpiresAt: lease.expiresAt };
   } catch (error) {
     if (isDomainError(error, "IDEMPOTENCY_LEASE_LOST")) throw error;
     if (isDomainError(error) && op.storedErrors.includes(error.code)) {
       await storeFailure(db, lease, error);
+      error.details.keyExpiresAt = lease.expiresAt;
       throw error;
     }
     await release(db, lease);
@@ -234,10 +246,19 @@ export async function executeUnderLease<T>(
 
 function replay<T>(outcome: StoredOutcome): IdempotentResult<T> {
   if (outcome.status === "SUCCESS") {
-    return { result: outcome.responseBody as T, replayed: true, bizId: outcome.bizId };
+    return {
+      result: outcome.responseBody as T,
+      replayed: true,
+      bizId: outcome.bizId,
+      keyExpiresAt: outcome.expiresAt,
+    };
   }
   const stored = outcome.responseBody as StoredError;
-  throw new DomainError(stored.code, stored.message, { replayed: true, meta: stored.meta });
+  throw new DomainError(stored.code, stored.message, {
+    replayed: true,
+    meta: stored.meta,
+    keyExpiresAt: outcome.expiresAt,
+  });
 }
 
 function leaseLost(): DomainError {
@@ -276,14 +297,14 @@ async function takeOver(
 ): Promise<Lease | undefined> {
   // SKIP LOCKED: a holder still inside its transaction keeps the row locked; we wait by polling instead.
   const rows = await guard(() =>
-    db.execute<{ record_id: string; lease_version: number }>(sql`
+    db.execute<LeaseRow>(sql`
       UPDATE idempotency_record
          SET lease_version = lease_version + 1, locked_until = ${ms(config.leaseMs)}, updated_at = now()
        WHERE id = (SELECT id FROM idempotency_record
                     WHERE id = ${recordId} AND status = 'PROCESSING' AND lease_version = ${seenVersion}
                       AND locked_until <= now()
                     FOR UPDATE SKIP LOCKED)
-      RETURNING id AS record_id, lease_version`),
+      RETURNING id AS record_id, lease_version, expires_at`),
   );
   return toLease(rows[0]);
 }
@@ -296,7 +317,7 @@ async function renewExpired(
   config: IdempotencyConfig,
 ): Promise<Lease | undefined> {
   const rows = await guard(() =>
-    db.execute<{ record_id: string; lease_version: number }>(sql`
+    db.execute<LeaseRow>(sql`
       UPDATE idempotency_record
          SET lease_version = lease_version + 1, status = 'PROCESSING', fingerprint = ${requestFingerprint},
              response_body = NULL, biz_id = NULL, locked_until = ${ms(config.leaseMs)},
@@ -304,13 +325,21 @@ async function renewExpired(
        WHERE id = (SELECT id FROM idempotency_record
                     WHERE id = ${recordId} AND lease_version = ${seenVersion} AND expires_at <= now()
                     FOR UPDATE SKIP LOCKED)
-      RETURNING id AS record_id, lease_version`),
+      RETURNING id AS record_id, lease_version, expires_at`),
   );
   return toLease(rows[0]);
 }
 
-function toLease(row: { record_id: string | number; lease_version: number } | undefined) {
-  return row ? { recordId: Number(row.record_id), leaseVersion: row.lease_version } : undefined;
+type LeaseRow = { record_id: string | number; lease_version: number; expires_at: string | Date };
+
+function toLease(row: LeaseRow | undefined): Lease | undefined {
+  return row
+    ? {
+        recordId: Number(row.record_id),
+        leaseVersion: row.lease_version,
+        expiresAt: new Date(row.expires_at),
+      }
+    : undefined;
 }
 
 function keyMatches(ref: KeyRef) {

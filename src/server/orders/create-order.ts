@@ -28,9 +28,9 @@ export async function createOrder(
   userId: string,
   input: CreateOrderInput,
   deps: CreateOrderDeps = {},
-): Promise<CreatedOrder & { replayed: boolean }> {
+): Promise<CreatedOrder & { replayed: boolean; keyExpiresAt: Date }> {
   const lines = normaliseLines(input.items);
-  const { result, replayed } = await runIdempotent<CreatedOrder>(
+  const { result, replayed, keyExpiresAt } = await runIdempotent<CreatedOrder>(
     db,
     {
       scope: userId,
@@ -45,7 +45,7 @@ export async function createOrder(
     },
     deps.idempotency ?? DEFAULT_IDEMPOTENCY_CONFIG,
   );
-  return { ...result, replayed };
+  return { ...result, replayed, keyExpiresAt };
 }
 
 /** One line per SKU, in SKU order: the canonical form that is fingerprinted and stored. */

@@ -1,8 +1,9 @@
 import { randomBytes } from "node:crypto";
 import { and, eq, inArray, sql } from "drizzle-orm";
-import type { Db } from "../db/client";
+import type { Db, Executor } from "../db/client";
 import { orders, paymentOrder } from "../db/schema";
 import { DomainError } from "../errors";
+import { type IdempotencyConfig, runIdempotent } from "../idempotency";
 import { type PayRequest, signPayRequest } from "../provider/contract";
 
 export interface PaymentDeps {
@@ -29,7 +30,7 @@ const OPEN = ["PENDING", "SUCCESS"] as const;
  * comes from the order.
  */
 export async function createPayment(
-  db: Db,
+  db: Executor,
   userId: string,
   input: { orderId: string },
   deps: PaymentDeps,
@@ -104,4 +105,35 @@ function payUrl(
     sig: signPayRequest(deps.webhookSecret, params),
   });
   return `/provider/pay/${encodeURIComponent(payment.outTradeNo)}?${query.toString()}`;
+}
+
+/**
+ * The REST API's POST /orders/{id}/payments: the same one-open-payment rule,
+ * behind an Idempotency-Key so a reused key with another order is refused and
+ * a replay says so.
+ */
+export async function createPaymentWithKey(
+  db: Db,
+  userId: string,
+  key: string,
+  input: { orderId: string },
+  deps: PaymentDeps,
+  idempotency: IdempotencyConfig,
+) {
+  const outcome = await runIdempotent<Omit<CreatedPayment, "replayed">>(
+    db,
+    {
+      scope: userId,
+      bizType: "payment.create",
+      key,
+      request: input,
+      storedErrors: ["ORDER_NOT_FOUND", "ORDER_NOT_PAYABLE"],
+      execute: async (tx) => {
+        const { replayed: _replayed, ...payment } = await createPayment(tx, userId, input, deps);
+        return { result: payment, bizId: payment.outTradeNo };
+      },
+    },
+    idempotency,
+  );
+  return outcome;
 }

@@ -1,7 +1,9 @@
+import { createHash } from "node:crypto";
 import { and, eq, ne, sql } from "drizzle-orm";
 import type { Db, Executor, Tx } from "../db/client";
 import { paymentOrder, refundOrder } from "../db/schema";
 import { DomainError } from "../errors";
+import { type IdempotencyConfig, runIdempotent } from "../idempotency";
 import { getOwnedOrder } from "../orders/queries";
 import type { CreateRefundInput } from "./schema";
 import { type RefundDeps, submitRefund } from "./submit";
@@ -110,4 +112,42 @@ function replayOf(
     currency: existing.currency,
     replayed: true,
   };
+}
+
+/**
+ * The REST API's POST /orders/{id}/refunds: the Idempotency-Key decides, and the
+ * refund_no is derived from (shopper, key) so two shoppers' keys never collide.
+ */
+export async function createRefundWithKey(
+  db: Db,
+  userId: string,
+  key: string,
+  input: { orderId: string; amountCents: number },
+  deps: RefundDeps,
+  idempotency: IdempotencyConfig,
+) {
+  const refundNo = `K-${createHash("sha256").update(`${userId}:${key}`).digest("hex").slice(0, 32)}`;
+  const outcome = await runIdempotent<Omit<RefundView, "replayed">>(
+    db,
+    {
+      scope: userId,
+      bizType: "refund.create",
+      key,
+      request: input,
+      storedErrors: ["ORDER_NOT_FOUND", "ORDER_NOT_REFUNDABLE", "REFUND_EXCEEDS_PAID"],
+      execute: async (tx) => {
+        await getOwnedOrder(tx, userId, input.orderId);
+        const { replayed: _replayed, ...refund } = await recordRefund(tx, {
+          ...input,
+          refundNo,
+          reason: "requested through the API",
+        });
+        return { result: refund, bizId: refund.refundNo };
+      },
+    },
+    idempotency,
+  );
+  // The answer is the stored one (a replay must match it); the provider hears about the refund right after.
+  await submitRefund(db, refundNo, deps).catch(() => undefined);
+  return outcome;
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { newGuestId, readCookie, signSession, verifySession } from "./session";
+import { newGuestId, readCookie, signApiToken, signSession, verifyApiToken, verifySession } from "./session";
 
 const secret = "a-test-secret-of-some-length";
 
@@ -18,6 +18,15 @@ describe("guest session cookie", () => {
     expect(verifySession(`${id}.`, secret)).toBeNull();
     expect(verifySession("not-a-session", secret)).toBeNull();
     expect(verifySession(undefined, secret)).toBeNull();
+  });
+
+  it("signs API tokens that are not interchangeable with the cookie", () => {
+    const id = newGuestId();
+    const token = signApiToken(id, secret);
+    expect(verifyApiToken(token, secret)).toBe(id);
+    expect(verifyApiToken(signSession(id, secret), secret)).toBeNull();
+    expect(verifySession(token.slice(3), secret)).toBeNull();
+    expect(verifyApiToken(`${token}x`, secret)).toBeNull();
   });
 
   it("reads one cookie out of a header", () => {

@@ -9,8 +9,8 @@ export function newGuestId(): string {
   return randomUUID();
 }
 
-function mac(userId: string, secret: string): string {
-  return createHmac("sha256", secret).update(`session:${userId}`).digest("base64url");
+function mac(userId: string, secret: string, purpose = "session"): string {
+  return createHmac("sha256", secret).update(`${purpose}:${userId}`).digest("base64url");
 }
 
 /** Cookie value `<guest id>.<HMAC>`: the shopper cannot choose whose orders they see. */
@@ -39,6 +39,25 @@ export function sessionCookieHeader(value: string, secure: boolean): string {
     `Max-Age=${SESSION_MAX_AGE_SECONDS}`,
     ...(secure ? ["Secure"] : []),
   ].join("; ");
+}
+
+const API_TOKEN_PREFIX = "ck_";
+
+/** The shopper's bearer token for the REST API: `ck_<guest id>.<HMAC>`, a different MAC from the cookie's. */
+export function signApiToken(userId: string, secret: string): string {
+  return `${API_TOKEN_PREFIX}${userId}.${mac(userId, secret, "api-token")}`;
+}
+
+export function verifyApiToken(token: string | undefined | null, secret: string): string | null {
+  if (!token?.startsWith(API_TOKEN_PREFIX)) return null;
+  const body = token.slice(API_TOKEN_PREFIX.length);
+  const dot = body.indexOf(".");
+  if (dot <= 0) return null;
+  const userId = body.slice(0, dot);
+  if (!GUEST_ID.test(userId)) return null;
+  const given = Buffer.from(body.slice(dot + 1));
+  const expected = Buffer.from(mac(userId, secret, "api-token"));
+  return given.length === expected.length && timingSafeEqual(given, expected) ? userId : null;
 }
 
 /** Reads one cookie from a Cookie header without pulling in a parser for one value. */

@@ -4,6 +4,7 @@ import { checkoutRouter } from "./routers/checkout";
 import { ordersRouter } from "./routers/orders";
 import { paymentsRouter } from "./routers/payments";
 import { refundsRouter } from "./routers/refunds";
+import { sessionRouter } from "./routers/session";
 
 export const appRouter = router({
   catalog: catalogRouter,
@@ -11,6 +12,7 @@ export const appRouter = router({
   orders: ordersRouter,
   payments: paymentsRouter,
   refunds: refundsRouter,
+  session: sessionRouter,
 });
 
 export type AppRouter = typeof appRouter;

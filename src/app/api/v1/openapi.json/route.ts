@@ -1,0 +1,7 @@
+import { openApiDocument } from "../../../../server/rest/openapi";
+
+export const dynamic = "force-static";
+
+export function GET() {
+  return Response.json(openApiDocument());
+}

@@ -1,0 +1,8 @@
+import { restDeps } from "../../../../../../server/rest/deps";
+import { postPayment } from "../../../../../../server/rest/handlers";
+
+export const dynamic = "force-dynamic";
+
+export async function POST(req: Request, { params }: { params: Promise<{ orderId: string }> }) {
+  return postPayment(restDeps(), req, (await params).orderId);
+}

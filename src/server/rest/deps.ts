@@ -1,0 +1,13 @@
+import { getEnv } from "../../env";
+import { getAppContext } from "../app-context";
+import { getLogger } from "../logger";
+import type { RestDeps } from "./handlers";
+
+/** The running app's REST dependencies (route handlers call this). */
+export function restDeps(): RestDeps {
+  return {
+    app: getAppContext(),
+    tokensEnabled: getEnv().API_TOKENS_ENABLED,
+    logError: (err) => getLogger().error({ err }, "unhandled error in REST handler"),
+  };
+}

@@ -1,0 +1,161 @@
+import { DomainError, type DomainErrorCode, isDomainError } from "../errors";
+import { requestIdSchema } from "../orders/schema";
+import { verifyApiToken } from "../session/session";
+
+/** The one mapping from domain codes to HTTP statuses for the REST API (the tRPC one mirrors it). */
+export const HTTP_STATUS_BY_DOMAIN_CODE: Record<DomainErrorCode, number> = {
+  INVALID_INPUT: 400,
+  UNAUTHORIZED: 401,
+  IDEMPOTENCY_KEY_REUSED: 422,
+  REQUEST_IN_PROGRESS: 409,
+  IDEMPOTENCY_LEASE_LOST: 409,
+  SERVICE_UNAVAILABLE: 503,
+  SKU_NOT_FOUND: 400,
+  OUT_OF_STOCK: 412,
+  ORDER_NOT_FOUND: 404,
+  ORDER_NOT_PAYABLE: 412,
+  ORDER_NOT_REFUNDABLE: 412,
+  REFUND_EXCEEDS_PAID: 412,
+};
+
+export const IDEMPOTENCY_KEY_HEADER = "idempotency-key";
+/** Documented response header: when the request's idempotency key expires (an HTTP date). */
+export const KEY_EXPIRES_HEADER = "Idempotency-Key-Expires";
+export const REPLAYED_HEADER = "Idempotent-Replayed";
+
+interface KeyedAnswer {
+  replayed?: boolean;
+  keyExpiresAt?: Date;
+}
+
+function keyHeaders(answer: KeyedAnswer): Record<string, string> {
+  return {
+    ...(answer.keyExpiresAt ? { [KEY_EXPIRES_HEADER]: answer.keyExpiresAt.toUTCString() } : {}),
+    ...(answer.replayed ? { [REPLAYED_HEADER]: "true" } : {}),
+  };
+}
+
+export function json(status: number, body: unknown, headers: Record<string, string> = {}): Response {
+  return new Response(JSON.stringify(body), {
+    status,
+    headers: { "content-type": "application/json", "cache-control": "no-store", ...headers },
+  });
+}
+
+/** RFC 9457 problem details. */
+export function problem(
+  status: number,
+  code: string,
+  detail: string,
+  extra: Record<string, unknown> = {},
+  headers: Record<string, string> = {},
+): Response {
+  const body = {
+    type: `/problems/${code.toLowerCase().replaceAll("_", "-")}`,
+    title: code
+      .replaceAll("_", " ")
+      .toLowerCase()
+      .replace(/^./, (c) => c.toUpperCase()),
+    status,
+    detail,
+    code,
+    ...extra,
+  };
+  return new Response(JSON.stringify(body), {
+    status,
+    headers: { "content-type": "application/problem+json", "cache-control": "no-store", ...headers },
+  });
+}
+
+/** A created resource (or its replay): the same status, body and Location every time. */
+export function created(body: unknown, location: string, answer: KeyedAnswer): Response {
+  return json(201, body, { location, ...keyHeaders(answer) });
+}
+
+/** Domain errors become problems; a stored rejection replays with its status and the replay header. */
+export function errorResponse(error: unknown, log: (error: unknown) => void): Response {
+  if (isDomainError(error)) {
+    const status = HTTP_STATUS_BY_DOMAIN_CODE[error.code];
+    const headers: Record<string, string> = keyHeaders({
+      replayed: error.details.replayed,
+      keyExpiresAt: error.details.keyExpiresAt,
+    });
+    if (error.details.retryAfterMs)
+      headers["retry-after"] = String(Math.ceil(error.details.retryAfterMs / 1000));
+    return problem(
+      status,
+      error.code,
+      error.message,
+      error.details.meta ? { meta: error.details.meta } : {},
+      headers,
+    );
+  }
+  log(error);
+  return problem(500, "INTERNAL_ERROR", "Internal server error");
+}
+
+export class HttpProblem extends Error {
+  constructor(readonly response: Response) {
+    super("http problem");
+  }
+}
+
+/** The shopper behind `Authorization: Bearer <token>`, or a 401 problem. */
+export function authenticate(req: Request, secret: string): string {
+  const token = req.headers.get("authorization")?.match(/^Bearer\s+(\S+)$/i)?.[1];
+  const userId = verifyApiToken(token, secret);
+  if (!userId) {
+    throw new HttpProblem(
+      problem(
+        401,
+        "UNAUTHORIZED",
+        "A valid bearer token is required (POST /api/v1/tokens makes one).",
+        {},
+        {
+          "www-authenticate": 'Bearer realm="checkout"',
+        },
+      ),
+    );
+  }
+  return userId;
+}
+
+/**
+ * The Idempotency-Key of a POST: required, 8-128 URL-safe characters. The IETF
+ * draft sends it as a structured-field string ("…"); Stripe sends it bare. Both work.
+ */
+export function idempotencyKey(req: Request): string {
+  const raw = req.headers.get(IDEMPOTENCY_KEY_HEADER);
+  if (raw === null) {
+    throw new HttpProblem(
+      problem(400, "IDEMPOTENCY_KEY_MISSING", "This request needs an Idempotency-Key header (e.g. a UUID)."),
+    );
+  }
+  const key = raw.trim().replace(/^"(.*)"$/, "$1");
+  const parsed = requestIdSchema.safeParse(key);
+  if (!parsed.success) {
+    throw new HttpProblem(
+      problem(400, "IDEMPOTENCY_KEY_INVALID", parsed.error.issues[0]?.message ?? "invalid Idempotency-Key"),
+    );
+  }
+  return parsed.data;
+}
+
+/** The JSON body, or a 400 problem. */
+export async function jsonBody(req: Request): Promise<unknown> {
+  const text = await req.text();
+  if (text.length > 64 * 1024)
+    throw new HttpProblem(problem(413, "PAYLOAD_TOO_LARGE", "The body is too large."));
+  try {
+    return text === "" ? {} : JSON.parse(text);
+  } catch {
+    throw new HttpProblem(problem(400, "MALFORMED_JSON", "The body is not valid JSON."));
+  }
+}
+
+export function invalid(issues: { path: PropertyKey[]; message: string }[]): DomainError {
+  return new DomainError(
+    "INVALID_INPUT",
+    issues.map((issue) => `${issue.path.map(String).join(".") || "body"}: ${issue.message}`).join("; "),
+  );
+}

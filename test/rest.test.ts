@@ -1,0 +1,295 @@
+import { randomUUID } from "node:crypto";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { deleteExpiredRecords } from "../src/server/idempotency";
+import {
+  getOrder,
+  postOrder,
+  postPayment,
+  postRefund,
+  postToken,
+  type RestDeps,
+} from "../src/server/rest/handlers";
+import { openApiDocument } from "../src/server/rest/openapi";
+import { signApiToken } from "../src/server/session/session";
+import { testAppContext } from "./support/app-context";
+import { createTestDatabase, type TestDatabase } from "./support/database";
+import { type LoopbackApp, startLoopbackApp } from "./support/loopback-app";
+import { deliverAll } from "./support/scenarios";
+
+/** The REST adapter, called with real Requests against real PostgreSQL. */
+let t: TestDatabase;
+let loop: LoopbackApp;
+let deps: RestDeps;
+
+beforeAll(async () => {
+  t = await createTestDatabase({ poolSize: 30 });
+  loop = await startLoopbackApp(testAppContext(t.db));
+  deps = { app: loop.app, tokensEnabled: true, logError: () => {} };
+});
+afterAll(async () => {
+  await loop.close();
+  await t.drop();
+});
+
+async function newShopper(): Promise<string> {
+  const response = await postToken(deps);
+  expect(response.status).toBe(201);
+  return ((await response.json()) as { token: string }).token;
+}
+
+function request(path: string, init: { token?: string; key?: string; body?: unknown; method?: string } = {}) {
+  const headers: Record<string, string> = { "content-type": "application/json" };
+  if (init.token) headers.authorization = `Bearer ${init.token}`;
+  if (init.key !== undefined) headers["idempotency-key"] = init.key;
+  return new Request(`http://test${path}`, {
+    method: init.method ?? "POST",
+    headers,
+    body: init.method === "GET" ? undefined : JSON.stringify(init.body ?? {}),
+  });
+}
+
+const mugs = { items: [{ skuId: "SKU-MUG", quantity: 2 }] };
+
+async function ordersOfToken(token: string): Promise<number> {
+  const userId = token.slice(3).split(".")[0];
+  const [row] = await t.sql`SELECT count(*)::int AS n FROM orders WHERE user_id = ${userId ?? ""}`;
+  return row?.n ?? -1;
+}
+
+describe("POST /api/v1/orders with Idempotency-Key", () => {
+  it("creates once and replays the original status, body and Location with Idempotent-Replayed", async () => {
+    const token = await newShopper();
+    const key = randomUUID();
+    const first = await postOrder(deps, request("/api/v1/orders", { token, key, body: mugs }));
+    expect(first.status).toBe(201);
+    const body = await first.json();
+    expect(body).toMatchObject({ status: "PENDING_PAYMENT", amountCents: 2500, currency: "USD" });
+    expect(first.headers.get("location")).toBe(`/api/v1/orders/${body.orderId}`);
+    expect(first.headers.get("idempotent-replayed")).toBeNull();
+    const expires = new Date(first.headers.get("idempotency-key-expires") ?? "");
+    expect(expires.getTime()).toBeGreaterThan(Date.now());
+
+    // The IETF draft's quoted form of the same key is the same key.
+    const replay = await postOrder(deps, request("/api/v1/orders", { token, key: `"${key}"`, body: mugs }));
+    expect(replay.status).toBe(201);
+    expect(await replay.json()).toEqual(body);
+    expect(replay.headers.get("location")).toBe(first.headers.get("location"));
+    expect(replay.headers.get("idempotent-replayed")).toBe("true");
+    expect(replay.headers.get("idempotency-key-expires")).toBe(first.headers.get("idempotency-key-expires"));
+    expect(await ordersOfToken(token)).toBe(1);
+  });
+
+  it("makes one order from 30 concurrent copies; the rest replay it or say 409 with Retry-After", async () => {
+    const token = await newShopper();
+    const key = randomUUID();
+    const answers = await Promise.all(
+      Array.from({ length: 30 }, () =>
+        postOrder(deps, request("/api/v1/orders", { token, key, body: mugs })),
+      ),
+    );
+    const ids = new Set<string>();
+    for (const answer of answers) {
+      if (answer.status === 201) ids.add(((await answer.json()) as { orderId: string }).orderId);
+      else {
+        expect(answer.status).toBe(409);
+        expect(answer.headers.get("retry-after")).toBeTruthy();
+      }
+    }
+    expect(ids.size).toBe(1);
+    expect(await ordersOfToken(token)).toBe(1);
+  });
+
+  it("refuses a missing key (400), a reused key with another body (422), bad input and bad tokens, writing nothing", async () => {
+    const token = await newShopper();
+    const missing = await postOrder(deps, request("/api/v1/orders", { token, body: mugs }));
+    expect(missing.status).toBe(400);
+    expect(missing.headers.get("content-type")).toBe("application/problem+json");
+    expect(await missing.json()).toMatchObject({ status: 400, code: "IDEMPOTENCY_KEY_MISSING" });
+    expect(
+      (await postOrder(deps, request("/api/v1/orders", { token, key: "short", body: mugs }))).status,
+    ).toBe(400);
+
+    const key = randomUUID();
+    await postOrder(deps, request("/api/v1/orders", { token, key, body: mugs }));
+    const mismatch = await postOrder(
+      deps,
+      request("/api/v1/orders", { token, key, body: { items: [{ skuId: "SKU-MUG", quantity: 3 }] } }),
+    );
+    expect(mismatch.status).toBe(422);
+    expect(await mismatch.json()).toMatchObject({ code: "IDEMPOTENCY_KEY_REUSED" });
+
+    const badBody = await postOrder(
+      deps,
+      request("/api/v1/orders", {
+        token,
+        key: randomUUID(),
+        body: { items: [{ skuId: "SKU-MUG", quantity: 0 }] },
+      }),
+    );
+    expect(badBody.status).toBe(400);
+    expect(((await badBody.json()) as { detail: string }).detail).toContain("quantity");
+    const notJson = new Request("http://test/api/v1/orders", {
+      method: "POST",
+      headers: { authorization: `Bearer ${token}`, "idempotency-key": randomUUID() },
+      body: "{nope",
+    });
+    expect((await postOrder(deps, notJson)).status).toBe(400);
+
+    expect((await postOrder(deps, request("/api/v1/orders", { key: randomUUID(), body: mugs }))).status).toBe(
+      401,
+    );
+    const forged = `${token.slice(0, -2)}xx`;
+    expect(
+      (await postOrder(deps, request("/api/v1/orders", { token: forged, key: randomUUID(), body: mugs })))
+        .status,
+    ).toBe(401);
+    expect(await ordersOfToken(token)).toBe(1);
+  });
+
+  it("replays a stored business rejection with its status", async () => {
+    const token = await newShopper();
+    const key = randomUUID();
+    const body = { items: [{ skuId: "SKU-LIMITED", quantity: 9 }] };
+    const first = await postOrder(deps, request("/api/v1/orders", { token, key, body }));
+    expect(first.status).toBe(412);
+    expect(first.headers.get("idempotency-key-expires")).toBeTruthy();
+    const again = await postOrder(deps, request("/api/v1/orders", { token, key, body }));
+    expect(again.status).toBe(412);
+    expect(again.headers.get("idempotent-replayed")).toBe("true");
+  });
+
+  it("executes again once the key has expired and been cleaned up, still with one order", async () => {
+    const token = await newShopper();
+    const key = randomUUID();
+    const shortLived = { ...deps, app: { ...deps.app, idempotency: { ...deps.app.idempotency, ttlMs: 20 } } };
+    const first = await postOrder(shortLived, request("/api/v1/orders", { token, key, body: mugs }));
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    await deleteExpiredRecords(t.db);
+    const later = await postOrder(shortLived, request("/api/v1/orders", { token, key, body: mugs }));
+    expect(later.status).toBe(201);
+    expect(later.headers.get("idempotent-replayed")).toBeNull();
+    expect(((await later.json()) as { orderId: string }).orderId).toBe(
+      ((await first.json()) as { orderId: string }).orderId,
+    );
+    expect(await ordersOfToken(token)).toBe(1);
+  });
+});
+
+describe("payments, refunds and reads over REST", () => {
+  it("pays and refunds once per key, and keeps other shoppers out", async () => {
+    const token = await newShopper();
+    const order = await (
+      await postOrder(deps, request("/api/v1/orders", { token, key: randomUUID(), body: mugs }))
+    ).json();
+    const path = `/api/v1/orders/${order.orderId}`;
+
+    const payKey = randomUUID();
+    const payments = await Promise.all(
+      Array.from({ length: 10 }, () =>
+        postPayment(deps, request(`${path}/payments`, { token, key: payKey }), order.orderId),
+      ),
+    );
+    const paid = await Promise.all(payments.filter((p) => p.status === 201).map((p) => p.json()));
+    expect(new Set(paid.map((p) => p.outTradeNo)).size).toBe(1);
+
+    // Pay at MockPay the way a browser would, and let the notifications arrive.
+    const { payRequestSchema } = await import("../src/server/provider/contract");
+    const { openTrade, confirmTrade } = await import("../src/server/provider/trades");
+    const { sig, ...payRequest } = payRequestSchema.parse(
+      Object.fromEntries(new URL(paid[0].payUrl, "http://x").searchParams),
+    );
+    await openTrade(t.db, payRequest, sig, loop.app.provider.webhookSecret);
+    await confirmTrade(t.db, loop.app.provider.appId, paid[0].outTradeNo);
+    await deliverAll(loop.app);
+
+    const refundKey = randomUUID();
+    const refunds = await Promise.all(
+      Array.from({ length: 10 }, () =>
+        postRefund(
+          deps,
+          request(`${path}/refunds`, { token, key: refundKey, body: { amountCents: 1000 } }),
+          order.orderId,
+        ),
+      ),
+    );
+    const accepted = await Promise.all(refunds.filter((r) => r.status === 201).map((r) => r.json()));
+    expect(new Set(accepted.map((r) => r.refundNo)).size).toBe(1);
+    const tooMuch = await postRefund(
+      deps,
+      request(`${path}/refunds`, { token, key: randomUUID(), body: { amountCents: 2000 } }),
+      order.orderId,
+    );
+    expect(tooMuch.status).toBe(412);
+    const reused = await postRefund(
+      deps,
+      request(`${path}/refunds`, { token, key: refundKey, body: { amountCents: 999 } }),
+      order.orderId,
+    );
+    expect(reused.status).toBe(422);
+    await deliverAll(loop.app);
+
+    const read = await getOrder(deps, request(path, { token, method: "GET" }), order.orderId);
+    expect(read.status).toBe(200);
+    expect(await read.json()).toMatchObject({
+      orderId: order.orderId,
+      status: "PAID",
+      payments: [{ status: "SUCCESS" }],
+      refunds: [{ amountCents: 1000, status: "REFUND_SUCCESS" }],
+    });
+
+    const stranger = await newShopper();
+    expect(
+      (await getOrder(deps, request(path, { token: stranger, method: "GET" }), order.orderId)).status,
+    ).toBe(404);
+    expect(
+      (
+        await postPayment(
+          deps,
+          request(`${path}/payments`, { token: stranger, key: randomUUID() }),
+          order.orderId,
+        )
+      ).status,
+    ).toBe(404);
+    expect(
+      (
+        await postRefund(
+          deps,
+          request(`${path}/refunds`, { token: stranger, key: randomUUID(), body: { amountCents: 1 } }),
+          order.orderId,
+        )
+      ).status,
+    ).toBe(404);
+    expect(
+      (await getOrder(deps, request("/api/v1/orders/x", { token, method: "GET" }), "not-a-uuid")).status,
+    ).toBe(404);
+    const [count] =
+      await t.sql`SELECT count(*)::int AS n FROM refund_order WHERE order_id = ${order.orderId}`;
+    expect(count?.n).toBe(1);
+  });
+
+  it("makes tokens only when allowed, and a token is the signed shopper id", async () => {
+    const off = await postToken({ ...deps, tokensEnabled: false });
+    expect(off.status).toBe(403);
+    const id = randomUUID();
+    const token = signApiToken(id, deps.app.sessionSecret);
+    const answer = await postOrder(deps, request("/api/v1/orders", { token, key: randomUUID(), body: mugs }));
+    expect(answer.status).toBe(201);
+  });
+
+  it("describes itself in an OpenAPI 3.1 document generated from the zod schemas", () => {
+    const doc = openApiDocument();
+    expect(doc.openapi).toBe("3.1.0");
+    expect(Object.keys(doc.paths ?? {})).toEqual(
+      expect.arrayContaining([
+        "/api/v1/orders",
+        "/api/v1/orders/{orderId}",
+        "/api/v1/orders/{orderId}/payments",
+        "/api/v1/orders/{orderId}/refunds",
+        "/api/v1/tokens",
+      ]),
+    );
+    const schemas = doc.components?.schemas ?? {};
+    expect(Object.keys(schemas)).toEqual(expect.arrayContaining(["CreateOrderRequest", "Order", "Problem"]));
+    expect(JSON.stringify(schemas.CreateOrderRequest)).toContain('"maximum":99');
+  });
+});
