@@ -72,7 +72,7 @@ describe("POST /api/v1/orders with Idempotency-Key", () => {
     // The IETF draft's quoted form of the same key is the same key.
     const replay = await postOrder(deps, request("/api/v1/orders", { token, key: `"${key}"`, body: mugs }));
     expect(replay.status).toBe(201);
-    expect(await replay.json()).toEqual(body);
+    expect(await replay.text()).toBe(JSON.stringify(body));
     expect(replay.headers.get("location")).toBe(first.headers.get("location"));
     expect(replay.headers.get("idempotent-replayed")).toBe("true");
     expect(replay.headers.get("idempotency-key-expires")).toBe(first.headers.get("idempotency-key-expires"));

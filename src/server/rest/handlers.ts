@@ -19,7 +19,7 @@ import {
   jsonBody,
   problem,
 } from "./http";
-import { createOrderBody, createRefundBody } from "./schemas";
+import { createOrderBody, createRefundBody, orderResource, paymentResource, refundResource } from "./schemas";
 
 /**
  * The REST API (`/api/v1`): an adapter over the same services and idempotency
@@ -58,7 +58,8 @@ export function postOrder(deps: RestDeps, req: Request): Promise<Response> {
       { requestId: key, items: body.data.items },
       { idempotency: deps.app.idempotency },
     );
-    return created(order, `/api/v1/orders/${order.orderId}`, { replayed, keyExpiresAt });
+    // Parsing through the schema fixes the key order, so a replay is byte for byte the first answer.
+    return created(orderResource.parse(order), `/api/v1/orders/${order.orderId}`, { replayed, keyExpiresAt });
   });
 }
 
@@ -75,7 +76,7 @@ export function postPayment(deps: RestDeps, req: Request, rawOrderId: string): P
       deps.app.payments,
       deps.app.idempotency,
     );
-    return created(result, `/api/v1/orders/${orderId}`, { replayed, keyExpiresAt });
+    return created(paymentResource.parse(result), `/api/v1/orders/${orderId}`, { replayed, keyExpiresAt });
   });
 }
 
@@ -94,7 +95,7 @@ export function postRefund(deps: RestDeps, req: Request, rawOrderId: string): Pr
       deps.app.payments,
       deps.app.idempotency,
     );
-    return created(result, `/api/v1/orders/${orderId}`, { replayed, keyExpiresAt });
+    return created(refundResource.parse(result), `/api/v1/orders/${orderId}`, { replayed, keyExpiresAt });
   });
 }
 
