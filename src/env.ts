@@ -63,6 +63,15 @@ const schema = z.object({
     .enum(["true", "false"])
     .default("true")
     .transform((v) => v === "true"),
+  /** The gateway layer (rate limits, duplicate bursts) in front of order, payment and refund creation. */
+  GATEWAY_ENABLED: z
+    .enum(["true", "false"])
+    .default("true")
+    .transform((v) => v === "true"),
+  GATEWAY_RATE_POINTS: z.coerce.number().int().positive().default(30),
+  GATEWAY_RATE_WINDOW_S: z.coerce.number().int().positive().default(10),
+  GATEWAY_DUPLICATE_POINTS: z.coerce.number().int().positive().default(5),
+  GATEWAY_DUPLICATE_WINDOW_S: z.coerce.number().int().positive().default(1),
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
 });
 

@@ -1,6 +1,8 @@
 import { getEnv } from "../env";
 import { createDb, type Db } from "./db/client";
+import { createGateway, type Gateway } from "./gateway/gateway";
 import type { IdempotencyConfig } from "./idempotency";
+import { getLogger } from "./logger";
 import type { PaymentDeps } from "./payments/create-payment";
 import type { StatusQueryDeps } from "./payments/status-query";
 import { type DeliveryDeps, RETRY_SCHEDULES } from "./provider/delivery";
@@ -15,6 +17,7 @@ export interface AppContext {
   idempotency: IdempotencyConfig;
   sessionSecret: string;
   secureCookies: boolean;
+  gateway: Gateway;
   payments: PaymentDeps & StatusQueryDeps & { queryAfterS: number; queryIntervalMs: number };
   /** The mock provider's own settings (it shares only the webhook secret with the merchant). */
   provider: DeliveryDeps & { appId: string; pollMs: number };
@@ -25,11 +28,23 @@ const globalForApp = globalThis as unknown as { checkoutApp?: AppContext };
 export function getAppContext(): AppContext {
   if (globalForApp.checkoutApp) return globalForApp.checkoutApp;
   const env = getEnv();
+  const db = createDb(env.databaseUrl, {
+    max: env.DB_POOL_MAX,
+    statementTimeoutMs: env.DB_STATEMENT_TIMEOUT_MS,
+  });
   const app: AppContext = {
-    db: createDb(env.databaseUrl, {
-      max: env.DB_POOL_MAX,
-      statementTimeoutMs: env.DB_STATEMENT_TIMEOUT_MS,
-    }),
+    db,
+    gateway: createGateway(
+      db,
+      {
+        enabled: env.GATEWAY_ENABLED,
+        ratePoints: env.GATEWAY_RATE_POINTS,
+        rateWindowS: env.GATEWAY_RATE_WINDOW_S,
+        duplicatePoints: env.GATEWAY_DUPLICATE_POINTS,
+        duplicateWindowS: env.GATEWAY_DUPLICATE_WINDOW_S,
+      },
+      (err) => getLogger().warn({ err }, "gateway store failed; letting the request through"),
+    ),
     idempotency: {
       ttlMs: env.IDEMPOTENCY_TTL_HOURS * 60 * 60 * 1000,
       leaseMs: env.IDEMPOTENCY_LEASE_MS,

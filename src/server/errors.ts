@@ -16,6 +16,7 @@ export const DOMAIN_ERROR_CODES = [
   "ORDER_NOT_PAYABLE",
   "ORDER_NOT_REFUNDABLE",
   "REFUND_EXCEEDS_PAID",
+  "RATE_LIMITED",
 ] as const;
 
 export type DomainErrorCode = (typeof DOMAIN_ERROR_CODES)[number];

@@ -1,5 +1,6 @@
 import type { AppContext } from "../../src/server/app-context";
 import type { Db } from "../../src/server/db/client";
+import { createGateway, DEFAULT_GATEWAY_CONFIG } from "../../src/server/gateway/gateway";
 
 export const TEST_WEBHOOK_SECRET = "whsec_test_secret_0123456789";
 export const TEST_APP_ID = "app_test";
@@ -11,6 +12,7 @@ export function testAppContext(db: Db, baseUrl = "http://127.0.0.1:1"): AppConte
     idempotency: { ttlMs: 60_000, leaseMs: 10_000, waitMs: 5_000 },
     sessionSecret: "test-secret-test-secret",
     secureCookies: false,
+    gateway: createGateway(db, { ...DEFAULT_GATEWAY_CONFIG, enabled: false }),
     payments: {
       appId: TEST_APP_ID,
       webhookSecret: TEST_WEBHOOK_SECRET,

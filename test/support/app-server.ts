@@ -29,6 +29,8 @@ export async function startAppServer(options: {
         IDEMPOTENCY_CLEANUP_INTERVAL_MS: "0",
         PAYMENT_QUERY_INTERVAL_MS: "0",
         WORKER_IN_APP: "false",
+        // These servers prove the guarantees without the gateway; test/gateway.test.ts covers it.
+        GATEWAY_ENABLED: "false",
         ADMIN_TOKEN: TEST_SERVER_ADMIN_TOKEN,
         PROVIDER_WEBHOOK_SECRET: TEST_SERVER_WEBHOOK_SECRET,
         ...options.env,

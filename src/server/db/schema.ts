@@ -454,3 +454,12 @@ export const providerRefund = pgTable(
   },
   (t) => [uniqueIndex("provider_refund_trade_refund_no_uq").on(t.tradeId, t.refundNo)],
 );
+
+// ---------------------------------------------------------------------------
+// Gateway: rate-limit counters shared by every app instance (rate-limiter-flexible's Drizzle store)
+
+export const rateLimit = pgTable("rate_limit", {
+  key: text().primaryKey(),
+  points: integer().notNull().default(0),
+  expire: timestamp({ withTimezone: true }),
+});

@@ -50,6 +50,7 @@ export function postOrder(deps: RestDeps, req: Request): Promise<Response> {
   return respond(deps, async () => {
     const userId = authenticate(req, deps.app.sessionSecret);
     const key = idempotencyKey(req);
+    await deps.app.gateway.admit({ userId, route: "order.create", key });
     const body = createOrderBody.safeParse(await jsonBody(req));
     if (!body.success) throw invalid(body.error.issues);
     const { replayed, keyExpiresAt, ...order } = await createOrder(
@@ -68,6 +69,7 @@ export function postPayment(deps: RestDeps, req: Request, rawOrderId: string): P
     const userId = authenticate(req, deps.app.sessionSecret);
     const key = idempotencyKey(req);
     const orderId = orderIdFrom(rawOrderId);
+    await deps.app.gateway.admit({ userId, route: "payment.create", key });
     const { result, replayed, keyExpiresAt } = await createPaymentWithKey(
       deps.app.db,
       userId,
@@ -85,6 +87,7 @@ export function postRefund(deps: RestDeps, req: Request, rawOrderId: string): Pr
     const userId = authenticate(req, deps.app.sessionSecret);
     const key = idempotencyKey(req);
     const orderId = orderIdFrom(rawOrderId);
+    await deps.app.gateway.admit({ userId, route: "refund.create", key });
     const body = createRefundBody.safeParse(await jsonBody(req));
     if (!body.success) throw invalid(body.error.issues);
     const { result, replayed, keyExpiresAt } = await createRefundWithKey(

@@ -16,6 +16,7 @@ export const HTTP_STATUS_BY_DOMAIN_CODE: Record<DomainErrorCode, number> = {
   ORDER_NOT_PAYABLE: 412,
   ORDER_NOT_REFUNDABLE: 412,
   REFUND_EXCEEDS_PAID: 412,
+  RATE_LIMITED: 429,
 };
 
 export const IDEMPOTENCY_KEY_HEADER = "idempotency-key";

@@ -21,6 +21,7 @@ export const TRPC_CODE_BY_DOMAIN_CODE: Record<DomainErrorCode, TrpcCode> = {
   ORDER_NOT_PAYABLE: "PRECONDITION_FAILED",
   ORDER_NOT_REFUNDABLE: "PRECONDITION_FAILED",
   REFUND_EXCEEDS_PAID: "PRECONDITION_FAILED",
+  RATE_LIMITED: "TOO_MANY_REQUESTS",
 };
 
 const t = initTRPC.context<TrpcContext>().create({
@@ -77,3 +78,14 @@ const domainErrors = t.middleware(async ({ next, ctx, path, type }) => {
 export const router = t.router;
 export const createCallerFactory = t.createCallerFactory;
 export const shopperProcedure = t.procedure.use(domainErrors);
+
+/**
+ * The gateway in front of a creating procedure (after `.input()`): per shopper
+ * and route, and per idempotency key when the input has one.
+ */
+export function throughGateway(route: string, keyOf: (input: never) => string | undefined) {
+  return t.middleware(async ({ ctx, input, next }) => {
+    await ctx.app.gateway.admit({ userId: ctx.userId, route, key: keyOf(input as never) });
+    return next();
+  });
+}

@@ -1,10 +1,11 @@
 import { createOrder } from "../../orders/create-order";
 import { createOrderInput } from "../../orders/schema";
-import { router, shopperProcedure } from "../init";
+import { router, shopperProcedure, throughGateway } from "../init";
 
 export const checkoutRouter = router({
   createOrder: shopperProcedure
     .input(createOrderInput)
+    .use(throughGateway("order.create", (input: { requestId: string }) => input.requestId))
     .mutation(({ ctx, input }) =>
       createOrder(ctx.app.db, ctx.userId, input, { idempotency: ctx.app.idempotency }),
     ),

@@ -2,11 +2,12 @@ import { orderIdInput } from "../../orders/schema";
 import { createPayment } from "../../payments/create-payment";
 import { getPaymentTimeline } from "../../payments/queries";
 import { checkOrderPayment } from "../../payments/status-query";
-import { router, shopperProcedure } from "../init";
+import { router, shopperProcedure, throughGateway } from "../init";
 
 export const paymentsRouter = router({
   create: shopperProcedure
     .input(orderIdInput)
+    .use(throughGateway("payment.create", (input: { orderId: string }) => input.orderId))
     .mutation(({ ctx, input }) => createPayment(ctx.app.db, ctx.userId, input, ctx.app.payments)),
   checkStatus: shopperProcedure
     .input(orderIdInput)
