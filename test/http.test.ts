@@ -196,6 +196,14 @@ describe("operator pages", () => {
     expect(action.status).toBe(401);
     const retry = await fetch(`${first.baseUrl}/api/admin/jobs/1/retry`, { method: "POST" });
     expect(retry.status).toBe(401);
+    expect((await fetch(`${first.baseUrl}/api/metrics`)).status).toBe(401);
+    const metrics = await fetch(`${first.baseUrl}/api/metrics`, {
+      headers: { authorization: `Bearer ${TEST_SERVER_ADMIN_TOKEN}` },
+    });
+    expect(metrics.status).toBe(200);
+    const text = await metrics.text();
+    expect(text).toContain("checkout_idempotent_requests_total");
+    expect(text).toContain("checkout_reconciliation_violations");
   });
 
   it("shows a clean reconciliation on /admin", async () => {

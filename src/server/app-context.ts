@@ -3,6 +3,7 @@ import { createDb, type Db } from "./db/client";
 import { createGateway, type Gateway } from "./gateway/gateway";
 import type { IdempotencyConfig } from "./idempotency";
 import { getLogger } from "./logger";
+import { createTelemetry, type Telemetry } from "./observability/observer";
 import type { PaymentDeps } from "./payments/create-payment";
 import type { StatusQueryDeps } from "./payments/status-query";
 import { type DeliveryDeps, RETRY_SCHEDULES } from "./provider/delivery";
@@ -18,6 +19,7 @@ export interface AppContext {
   sessionSecret: string;
   secureCookies: boolean;
   gateway: Gateway;
+  telemetry: Telemetry;
   payments: PaymentDeps & StatusQueryDeps & { queryAfterS: number; queryIntervalMs: number };
   /** The mock provider's own settings (it shares only the webhook secret with the merchant). */
   provider: DeliveryDeps & { appId: string; pollMs: number };
@@ -28,6 +30,7 @@ const globalForApp = globalThis as unknown as { checkoutApp?: AppContext };
 export function getAppContext(): AppContext {
   if (globalForApp.checkoutApp) return globalForApp.checkoutApp;
   const env = getEnv();
+  const telemetry = createTelemetry(getLogger());
   const db = createDb(env.databaseUrl, {
     max: env.DB_POOL_MAX,
     statementTimeoutMs: env.DB_STATEMENT_TIMEOUT_MS,
@@ -44,11 +47,14 @@ export function getAppContext(): AppContext {
         duplicateWindowS: env.GATEWAY_DUPLICATE_WINDOW_S,
       },
       (err) => getLogger().warn({ err }, "gateway store failed; letting the request through"),
+      (route) => telemetry.observer.gatewayRejected({ route }),
     ),
+    telemetry,
     idempotency: {
       ttlMs: env.IDEMPOTENCY_TTL_HOURS * 60 * 60 * 1000,
       leaseMs: env.IDEMPOTENCY_LEASE_MS,
       waitMs: env.IDEMPOTENCY_WAIT_MS,
+      observe: telemetry.observer.idempotency,
     },
     sessionSecret: env.SESSION_SECRET,
     secureCookies: false,
@@ -60,6 +66,7 @@ export function getAppContext(): AppContext {
       providerBaseUrl: env.providerBaseUrl,
       queryAfterS: env.PAYMENT_QUERY_AFTER_S,
       queryIntervalMs: env.PAYMENT_QUERY_INTERVAL_MS,
+      observer: telemetry.observer,
     },
     provider: {
       appId: env.PROVIDER_APP_ID,

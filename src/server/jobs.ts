@@ -3,6 +3,7 @@ import { getAppContext } from "./app-context";
 import { startWorker } from "./fulfilment/worker";
 import { deleteExpiredRecords } from "./idempotency";
 import { getLogger } from "./logger";
+import { alertsFrom, opsFigures } from "./observability/alerts";
 import { syncStalePayments } from "./payments/status-query";
 import { deliverDueNotifications } from "./provider/delivery";
 
@@ -26,6 +27,7 @@ export function startBackgroundJobs(): void {
   }
   startProviderDelivery(timers);
   startPaymentStatusQueries(timers);
+  startAlertLog(timers);
   if (getEnv().WORKER_IN_APP) void startEventWorker();
   globalForJobs.checkoutJobs = timers;
 }
@@ -76,9 +78,24 @@ export async function startEventWorker() {
       relayIntervalMs: env.OUTBOX_RELAY_INTERVAL_MS,
       refunds: { ...getAppContext().payments, intervalMs: 1_000 },
       log: getLogger(),
+      observer: getAppContext().telemetry.observer,
     });
   } catch (err) {
     getLogger().error({ err }, "the event worker could not start");
     return undefined;
   }
+}
+
+/** Conditions a person must see are also written to the log at error level, every 30 s while they hold. */
+function startAlertLog(timers: NodeJS.Timeout[]): void {
+  const timer = setInterval(() => {
+    opsFigures(getAppContext().db)
+      .then((figures) => {
+        for (const alert of alertsFrom(figures))
+          getLogger().error({ alert: alert.name, figures }, `${alert.title}: ${alert.detail}`);
+      })
+      .catch((err: unknown) => getLogger().warn({ err }, "alert check failed"));
+  }, 30_000);
+  timer.unref();
+  timers.push(timer);
 }

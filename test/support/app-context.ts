@@ -1,6 +1,8 @@
+import pino from "pino";
 import type { AppContext } from "../../src/server/app-context";
 import type { Db } from "../../src/server/db/client";
 import { createGateway, DEFAULT_GATEWAY_CONFIG } from "../../src/server/gateway/gateway";
+import { createTelemetry } from "../../src/server/observability/observer";
 
 export const TEST_WEBHOOK_SECRET = "whsec_test_secret_0123456789";
 export const TEST_APP_ID = "app_test";
@@ -13,6 +15,7 @@ export function testAppContext(db: Db, baseUrl = "http://127.0.0.1:1"): AppConte
     sessionSecret: "test-secret-test-secret",
     secureCookies: false,
     gateway: createGateway(db, { ...DEFAULT_GATEWAY_CONFIG, enabled: false }),
+    telemetry: createTelemetry(pino({ level: "silent" })),
     payments: {
       appId: TEST_APP_ID,
       webhookSecret: TEST_WEBHOOK_SECRET,

@@ -2,6 +2,7 @@ import { formatMoney } from "../../client/money";
 import { operationsOverview } from "../../server/admin/overview";
 import { getAppContext } from "../../server/app-context";
 import { AutoRefresh } from "../provider/admin/auto-refresh";
+import { Charts } from "./charts";
 
 export const dynamic = "force-dynamic";
 
@@ -22,6 +23,22 @@ export default async function AdminPage({ searchParams }: { searchParams: Promis
         </p>
       )}
       <AutoRefresh active intervalMs={3000} />
+
+      {o.alerts.length > 0 && (
+        <section aria-labelledby="alerts-heading" className="recon bad">
+          <h3 id="alerts-heading">Alerts</h3>
+          <ul>
+            {o.alerts.map((alert) => (
+              <li key={alert.name} data-testid="alert">
+                <strong>{alert.title}</strong>: {alert.detail}
+              </li>
+            ))}
+          </ul>
+        </section>
+      )}
+
+      <h3>Last 15 minutes (this instance)</h3>
+      <Charts series={getAppContext().telemetry.series} />
 
       <section aria-labelledby="recon-heading" className={r.ok ? "recon ok" : "recon bad"}>
         <h3 id="recon-heading">Reconciliation</h3>

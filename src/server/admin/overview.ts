@@ -8,6 +8,7 @@ import {
   paymentOrder,
   refundOrder,
 } from "../db/schema";
+import { alertsFrom, opsFigures } from "../observability/alerts";
 import { listNotificationIssues } from "../payments/queries";
 import { reconcile } from "../reconciliation/reconcile";
 
@@ -46,7 +47,10 @@ export async function operationsOverview(db: Db) {
           ),
         )
     : [];
+  const figures = await opsFigures(db, reconciliation);
   return {
+    figures,
+    alerts: alertsFrom(figures),
     orders: recentOrders,
     payments,
     refunds,

@@ -3,6 +3,7 @@ import { Logger, run } from "graphile-worker";
 import type { Logger as Pino } from "pino";
 import type { Db } from "../db/client";
 import { outboxEvent } from "../db/schema";
+import type { Observer } from "../observability/observer";
 import { type RefundDeps, submitPendingRefunds } from "../refunds/submit";
 import { type ConsumeHooks, consumeOnce } from "./consume";
 import { consumerNamed } from "./consumers";
@@ -18,6 +19,7 @@ export interface WorkerOptions {
   /** Where to send refunds still REFUND_CREATED (automatic refunds, lost answers). */
   refunds?: RefundDeps & { intervalMs: number };
   log: Pino;
+  observer?: Observer;
 }
 
 export interface RunningWorker {
@@ -52,8 +54,9 @@ export async function startWorker(db: Db, options: WorkerOptions): Promise<Runni
     logger,
     taskList: {
       [CONSUME_TASK]: async (payload) => {
-        const outcome = await handleConsumeJob(db, payload as ConsumeJob, options.hooks);
-        options.log.info({ ...(payload as ConsumeJob), outcome }, "event consumed");
+        const job = payload as ConsumeJob;
+        const outcome = await handleConsumeJob(db, job, options.hooks);
+        options.observer?.consumed({ eventId: job.eventId, eventType: "", consumer: job.consumer, outcome });
       },
     },
   });

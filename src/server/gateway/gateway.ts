@@ -43,6 +43,7 @@ export function createGateway(
   db: Db,
   config: GatewayConfig,
   onStoreError: (err: unknown) => void = () => {},
+  onReject: (route: string) => void = () => {},
 ): Gateway {
   if (!config.enabled) return { admit: async () => {} };
   const duplicates = new RateLimiterDrizzle({
@@ -71,6 +72,7 @@ export function createGateway(
           onStoreError(error);
           return;
         }
+        onReject(route);
         throw new DomainError("RATE_LIMITED", "Too many requests; retry shortly with the same key.", {
           retryable: true,
           retryAfterMs: Math.max(error.msBeforeNext, 100),

@@ -8,6 +8,7 @@ import {
   isTransientError,
   serviceUnavailable,
 } from "../errors";
+import type { IdempotencyEvent, IdempotencyOutcome } from "../observability/observer";
 import { fingerprint as fingerprintOf } from "./fingerprint";
 
 /**
@@ -28,6 +29,8 @@ export interface IdempotencyConfig {
   leaseMs: number;
   /** How long a concurrent duplicate waits for the holder before answering REQUEST_IN_PROGRESS. */
   waitMs: number;
+  /** Told the outcome of every call (logs, metrics). */
+  observe?: (event: IdempotencyEvent) => void;
 }
 
 export const DEFAULT_IDEMPOTENCY_CONFIG: IdempotencyConfig = {
@@ -103,10 +106,44 @@ export async function runIdempotent<T>(
   op: IdempotentOperation<T>,
   config: IdempotencyConfig = DEFAULT_IDEMPOTENCY_CONFIG,
 ): Promise<IdempotentResult<T>> {
-  const requestFingerprint = fingerprintOf(op.bizType, op.request);
-  const acquired = await acquire(db, op, requestFingerprint, config);
-  if (acquired.kind === "stored") return replay<T>(acquired.outcome);
-  return executeUnderLease(db, acquired.lease, op);
+  const started = Date.now();
+  const emit = (outcome: IdempotencyOutcome) =>
+    config.observe?.({
+      bizType: op.bizType,
+      key: op.key,
+      scope: op.scope,
+      outcome,
+      durationMs: Date.now() - started,
+    });
+  try {
+    const requestFingerprint = fingerprintOf(op.bizType, op.request);
+    const acquired = await acquire(db, op, requestFingerprint, config);
+    const result =
+      acquired.kind === "stored"
+        ? replay<T>(acquired.outcome)
+        : await executeUnderLease(db, acquired.lease, op);
+    emit(result.replayed ? "replayed" : "first");
+    return result;
+  } catch (error) {
+    emit(outcomeOfFailure(error, op.storedErrors));
+    throw error;
+  }
+}
+
+function outcomeOfFailure(error: unknown, storedErrors: readonly DomainErrorCode[]): IdempotencyOutcome {
+  if (!isDomainError(error)) return "released";
+  if (error.details.replayed) return "replayed_error";
+  switch (error.code) {
+    case "IDEMPOTENCY_KEY_REUSED":
+      return "mismatch";
+    case "REQUEST_IN_PROGRESS":
+    case "IDEMPOTENCY_LEASE_LOST":
+      return "conflict";
+    case "SERVICE_UNAVAILABLE":
+      return "unavailable";
+    default:
+      return storedErrors.includes(error.code) ? "stored_error" : "released";
+  }
 }
 
 /**

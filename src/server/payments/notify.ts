@@ -8,6 +8,7 @@ import {
   paymentOrder,
   refundOrder,
 } from "../db/schema";
+import type { Observer } from "../observability/observer";
 import {
   MERCHANT_SUCCESS_BODY,
   type NotificationBody,
@@ -20,6 +21,7 @@ export interface NotifyDeps {
   appId: string;
   toleranceS: number;
   now?: () => Date;
+  observer?: Observer;
 }
 
 export interface RawNotification {
@@ -81,6 +83,7 @@ export async function handlePaymentNotification(
   };
   const record = async (executor: Db | Tx, verdict: Verdict) => {
     await recordReceived(executor, meta, verdict);
+    deps.observer?.notification({ ...meta, outcome: verdict.outcome, alert: verdict.alert ?? false });
     return answer(verdict);
   };
 

@@ -1,0 +1,15 @@
+import { getEnv } from "../../../env";
+import { isAdminRequest } from "../../../server/admin-auth";
+import { getAppContext } from "../../../server/app-context";
+import { renderMetrics } from "../../../server/observability/metrics";
+
+export const dynamic = "force-dynamic";
+
+/** Prometheus metrics; needs the admin token (Authorization: Bearer …). */
+export async function GET(req: Request) {
+  if (!isAdminRequest(req.headers, getEnv().ADMIN_TOKEN))
+    return new Response("admin token required", { status: 401 });
+  const app = getAppContext();
+  const text = await renderMetrics(app.db, app.telemetry.registry);
+  return new Response(text, { headers: { "content-type": app.telemetry.registry.contentType } });
+}

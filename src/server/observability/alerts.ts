@@ -1,0 +1,100 @@
+import { sql } from "drizzle-orm";
+import type { Db } from "../db/client";
+import { type ReconciliationReport, reconcile, violationCount } from "../reconciliation/reconcile";
+
+export interface Alert {
+  name: string;
+  title: string;
+  detail: string;
+}
+
+export interface OpsFigures {
+  outboxLagSeconds: number;
+  stuckProcessing: number;
+  deadLetters: number;
+  amountMismatches24h: number;
+  signatureFailures10m: number;
+  reconciliationViolations: number;
+}
+
+export interface AlertThresholds {
+  signatureFailures10m: number;
+  outboxLagSeconds: number;
+}
+
+export const DEFAULT_THRESHOLDS: AlertThresholds = { signatureFailures10m: 5, outboxLagSeconds: 60 };
+
+/** The figures operators watch, read from the database (so every instance agrees). */
+export async function opsFigures(db: Db, report?: ReconciliationReport): Promise<OpsFigures> {
+  const [row] = await db.execute<{
+    outbox_lag: number;
+    stuck: number;
+    dead: number;
+    mismatches: number;
+    signatures: number;
+  }>(sql`
+    SELECT coalesce(extract(epoch FROM now() - (SELECT min(created_at) FROM outbox_event WHERE published_at IS NULL)), 0)::float8 AS outbox_lag,
+           (SELECT count(*)::int FROM idempotency_record WHERE status = 'PROCESSING' AND locked_until < now()) AS stuck,
+           (SELECT count(*)::int FROM graphile_worker.jobs WHERE attempts >= max_attempts) AS dead,
+           (SELECT count(*)::int FROM payment_notification
+             WHERE outcome = 'AMOUNT_MISMATCH' AND received_at > now() - interval '24 hours') AS mismatches,
+           (SELECT count(*)::int FROM payment_notification
+             WHERE outcome IN ('BAD_SIGNATURE', 'STALE_TIMESTAMP') AND received_at > now() - interval '10 minutes') AS signatures`);
+  const reconciliation = report ?? (await reconcile(db));
+  return {
+    outboxLagSeconds: Number(row?.outbox_lag ?? 0),
+    stuckProcessing: row?.stuck ?? 0,
+    deadLetters: row?.dead ?? 0,
+    amountMismatches24h: row?.mismatches ?? 0,
+    signatureFailures10m: row?.signatures ?? 0,
+    reconciliationViolations: violationCount(reconciliation),
+  };
+}
+
+/** Conditions a person must see: shown on /admin and logged at error level. */
+export function alertsFrom(figures: OpsFigures, thresholds: AlertThresholds = DEFAULT_THRESHOLDS): Alert[] {
+  const alerts: Alert[] = [];
+  if (figures.amountMismatches24h > 0) {
+    alerts.push({
+      name: "amount_mismatch",
+      title: "Payment amount mismatch",
+      detail: `${figures.amountMismatches24h} notification(s) in 24 h carried another amount than the payment`,
+    });
+  }
+  if (figures.signatureFailures10m > thresholds.signatureFailures10m) {
+    alerts.push({
+      name: "signature_failures",
+      title: "Many notifications with bad signatures",
+      detail: `${figures.signatureFailures10m} in the last 10 minutes (threshold ${thresholds.signatureFailures10m})`,
+    });
+  }
+  if (figures.stuckProcessing > 0) {
+    alerts.push({
+      name: "stuck_processing",
+      title: "Idempotency records stuck in PROCESSING",
+      detail: `${figures.stuckProcessing} record(s) past their lease`,
+    });
+  }
+  if (figures.outboxLagSeconds > thresholds.outboxLagSeconds) {
+    alerts.push({
+      name: "outbox_lag",
+      title: "Outbox events are not being relayed",
+      detail: `oldest unrelayed event is ${Math.round(figures.outboxLagSeconds)} s old`,
+    });
+  }
+  if (figures.deadLetters > 0) {
+    alerts.push({
+      name: "dead_letters",
+      title: "Dead letters",
+      detail: `${figures.deadLetters} job(s) out of attempts`,
+    });
+  }
+  if (figures.reconciliationViolations > 0) {
+    alerts.push({
+      name: "reconciliation",
+      title: "Reconciliation violations",
+      detail: `${figures.reconciliationViolations} violation(s): see Reconciliation`,
+    });
+  }
+  return alerts;
+}

@@ -1,0 +1,43 @@
+import { Gauge, type Registry } from "prom-client";
+import type { Db } from "../db/client";
+import { opsFigures } from "./alerts";
+
+const GAUGES = {
+  outboxLagSeconds: ["checkout_outbox_lag_seconds", "Age of the oldest outbox event not yet relayed"],
+  stuckProcessing: [
+    "checkout_idempotency_stuck_processing",
+    "Idempotency records PROCESSING past their lease",
+  ],
+  deadLetters: ["checkout_dead_letters", "Consumer jobs out of attempts"],
+  amountMismatches24h: [
+    "checkout_amount_mismatches_24h",
+    "Notifications with a wrong amount in the last 24 h",
+  ],
+  signatureFailures10m: [
+    "checkout_signature_failures_10m",
+    "Notifications with a bad signature or stale timestamp, last 10 min",
+  ],
+  reconciliationViolations: [
+    "checkout_reconciliation_violations",
+    "Broken invariants found by the reconciliation check",
+  ],
+} as const;
+
+const registered = new WeakMap<Registry, Record<string, Gauge>>();
+
+/** Prometheus text: this instance's counters plus the database-wide figures, read at scrape time. */
+export async function renderMetrics(db: Db, registry: Registry): Promise<string> {
+  let gauges = registered.get(registry);
+  if (!gauges) {
+    gauges = Object.fromEntries(
+      Object.entries(GAUGES).map(([key, [name, help]]) => [
+        key,
+        new Gauge({ name, help, registers: [registry] }),
+      ]),
+    );
+    registered.set(registry, gauges);
+  }
+  const figures = await opsFigures(db);
+  for (const [key, value] of Object.entries(figures)) gauges[key]?.set(value);
+  return registry.metrics();
+}

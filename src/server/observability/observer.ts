@@ -1,0 +1,154 @@
+import type { Logger } from "pino";
+import { Counter, Registry } from "prom-client";
+
+/** What happened to one idempotent call. */
+export type IdempotencyOutcome =
+  | "first"
+  | "replayed"
+  | "stored_error"
+  | "replayed_error"
+  | "conflict"
+  | "mismatch"
+  | "released"
+  | "unavailable";
+
+export interface IdempotencyEvent {
+  bizType: string;
+  key: string;
+  scope: string;
+  outcome: IdempotencyOutcome;
+  durationMs: number;
+}
+
+export interface NotificationEvent {
+  outcome: string;
+  type: string | null;
+  notificationId: string | null;
+  deliveryId: string | null;
+  outTradeNo: string | null;
+  alert: boolean;
+}
+
+export interface ConsumeEvent {
+  eventId: string;
+  eventType: string;
+  consumer: string;
+  outcome: string;
+}
+
+/**
+ * One place that turns facts into logs, Prometheus counters and the per-minute
+ * series the operations page charts. Services receive it as a dependency; tests
+ * can pass their own.
+ */
+export interface Observer {
+  idempotency(event: IdempotencyEvent): void;
+  notification(event: NotificationEvent): void;
+  consumed(event: ConsumeEvent): void;
+  gatewayRejected(event: { route: string }): void;
+}
+
+export const NOOP_OBSERVER: Observer = {
+  idempotency: () => {},
+  notification: () => {},
+  consumed: () => {},
+  gatewayRejected: () => {},
+};
+
+/** Per-minute counts kept in this process for the operations page's charts (last hour). */
+export class MinuteSeries {
+  private readonly buckets = new Map<number, Map<string, number>>();
+
+  add(name: string, at = Date.now()): void {
+    const minute = Math.floor(at / 60_000);
+    let bucket = this.buckets.get(minute);
+    if (!bucket) {
+      bucket = new Map();
+      this.buckets.set(minute, bucket);
+      for (const old of this.buckets.keys()) if (old < minute - 60) this.buckets.delete(old);
+    }
+    bucket.set(name, (bucket.get(name) ?? 0) + 1);
+  }
+
+  /** The last `minutes` minutes of one series, oldest first (zeros included). */
+  last(name: string, minutes = 15, now = Date.now()): { minute: Date; count: number }[] {
+    const current = Math.floor(now / 60_000);
+    return Array.from({ length: minutes }, (_, i) => {
+      const minute = current - minutes + 1 + i;
+      return { minute: new Date(minute * 60_000), count: this.buckets.get(minute)?.get(name) ?? 0 };
+    });
+  }
+}
+
+export interface Telemetry {
+  observer: Observer;
+  registry: Registry;
+  series: MinuteSeries;
+}
+
+/** The running app's observer: structured logs, Prometheus counters, chart series. */
+export function createTelemetry(log: Logger): Telemetry {
+  const registry = new Registry();
+  const idempotent = new Counter({
+    name: "checkout_idempotent_requests_total",
+    help: "Idempotent calls by operation and outcome (first, replayed, conflict, mismatch, …)",
+    labelNames: ["biz_type", "outcome"],
+    registers: [registry],
+  });
+  const notifications = new Counter({
+    name: "checkout_payment_notifications_total",
+    help: "Provider notifications received, by outcome (PROCESSED, DUPLICATE = absorbed, BAD_SIGNATURE, …)",
+    labelNames: ["outcome"],
+    registers: [registry],
+  });
+  const consumed = new Counter({
+    name: "checkout_events_consumed_total",
+    help: "Event deliveries to consumers, by consumer and outcome (DUPLICATE = skipped)",
+    labelNames: ["consumer", "outcome"],
+    registers: [registry],
+  });
+  const rejected = new Counter({
+    name: "checkout_gateway_rejections_total",
+    help: "Requests the gateway answered with 429, by operation",
+    labelNames: ["route"],
+    registers: [registry],
+  });
+  const series = new MinuteSeries();
+
+  const observer: Observer = {
+    idempotency(event) {
+      idempotent.inc({ biz_type: event.bizType, outcome: event.outcome });
+      series.add(`idempotency:${event.outcome}`);
+      const level = event.outcome === "mismatch" || event.outcome === "unavailable" ? "warn" : "info";
+      log[level](
+        {
+          bizType: event.bizType,
+          idempotencyKey: event.key,
+          outcome: event.outcome,
+          durationMs: event.durationMs,
+        },
+        "idempotent call",
+      );
+    },
+    notification(event) {
+      notifications.inc({ outcome: event.outcome });
+      series.add(`notification:${event.outcome}`);
+      const level = event.alert
+        ? "error"
+        : event.outcome === "PROCESSED" || event.outcome === "DUPLICATE"
+          ? "info"
+          : "warn";
+      log[level]({ ...event }, event.alert ? "payment notification needs a person" : "payment notification");
+    },
+    consumed(event) {
+      consumed.inc({ consumer: event.consumer, outcome: event.outcome });
+      series.add(`consume:${event.outcome}`);
+      log.info({ ...event }, "event consumed");
+    },
+    gatewayRejected(event) {
+      rejected.inc({ route: event.route });
+      series.add("gateway:rejected");
+    },
+  };
+  return { observer, registry, series };
+}

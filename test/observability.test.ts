@@ -1,0 +1,158 @@
+import { randomUUID } from "node:crypto";
+import { Writable } from "node:stream";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { AppContext } from "../src/server/app-context";
+import { runIdempotent } from "../src/server/idempotency";
+import { createLogger } from "../src/server/logger";
+import { alertsFrom, opsFigures } from "../src/server/observability/alerts";
+import { renderMetrics } from "../src/server/observability/metrics";
+import { createTelemetry, type IdempotencyEvent, MinuteSeries } from "../src/server/observability/observer";
+import { createOrder } from "../src/server/orders/create-order";
+import { createPayment } from "../src/server/payments/create-payment";
+import { handlePaymentNotification } from "../src/server/payments/notify";
+import { signBody } from "../src/server/provider/contract";
+import { testAppContext } from "./support/app-context";
+import { createTestDatabase, type TestDatabase } from "./support/database";
+
+let t: TestDatabase;
+let app: AppContext;
+
+beforeAll(async () => {
+  t = await createTestDatabase();
+  app = testAppContext(t.db);
+});
+afterAll(() => t.drop());
+
+function capture() {
+  const lines: string[] = [];
+  const stream = new Writable({
+    write(chunk, _encoding, done) {
+      lines.push(String(chunk));
+      done();
+    },
+  });
+  return { lines, log: createLogger("info", false, stream) };
+}
+
+describe("observability", () => {
+  it("reports every idempotent call's outcome: first, replayed, mismatch", async () => {
+    const events: IdempotencyEvent[] = [];
+    const config = { ...app.idempotency, observe: (e: IdempotencyEvent) => events.push(e) };
+    const userId = randomUUID();
+    const input = { requestId: randomUUID(), items: [{ skuId: "SKU-MUG", quantity: 1 }] };
+    await createOrder(t.db, userId, input, { idempotency: config });
+    await createOrder(t.db, userId, input, { idempotency: config });
+    await expect(
+      createOrder(
+        t.db,
+        userId,
+        { ...input, items: [{ skuId: "SKU-MUG", quantity: 2 }] },
+        { idempotency: config },
+      ),
+    ).rejects.toMatchObject({ code: "IDEMPOTENCY_KEY_REUSED" });
+    await expect(
+      runIdempotent(
+        t.db,
+        {
+          scope: userId,
+          bizType: "test.op",
+          key: "k-observed-1",
+          request: {},
+          storedErrors: [],
+          execute: () => Promise.reject(new Error("boom")),
+        },
+        config,
+      ),
+    ).rejects.toThrow("boom");
+    expect(events.map((e) => [e.bizType, e.outcome])).toEqual([
+      ["order.create", "first"],
+      ["order.create", "replayed"],
+      ["order.create", "mismatch"],
+      ["test.op", "released"],
+    ]);
+    expect(events.every((e) => e.key && e.durationMs >= 0)).toBe(true);
+  });
+
+  it("logs structured lines with key and outcome, counts them for Prometheus, and never logs secrets", async () => {
+    const { lines, log } = capture();
+    const telemetry = createTelemetry(log);
+    telemetry.observer.idempotency({
+      bizType: "order.create",
+      key: "k-1",
+      scope: "u",
+      outcome: "replayed",
+      durationMs: 3,
+    });
+    telemetry.observer.notification({
+      outcome: "AMOUNT_MISMATCH",
+      type: "payment.succeeded",
+      notificationId: "evt_1",
+      deliveryId: "d1",
+      outTradeNo: "P1",
+      alert: true,
+    });
+    log.info(
+      { config: { webhookSecret: "whsec_leak", token: "ck_leak" }, headers: { authorization: "Bearer x" } },
+      "x",
+    );
+    const parsed = lines.map((l) => JSON.parse(l));
+    expect(parsed[0]).toMatchObject({
+      level: 30,
+      bizType: "order.create",
+      idempotencyKey: "k-1",
+      outcome: "replayed",
+    });
+    expect(parsed[1]).toMatchObject({ level: 50, outcome: "AMOUNT_MISMATCH" });
+    expect(lines.join("\n")).not.toMatch(/whsec_leak|ck_leak|Bearer x/);
+
+    const text = await renderMetrics(t.db, telemetry.registry);
+    expect(text).toContain(
+      'checkout_idempotent_requests_total{biz_type="order.create",outcome="replayed"} 1',
+    );
+    expect(text).toContain('checkout_payment_notifications_total{outcome="AMOUNT_MISMATCH"} 1');
+    expect(text).toMatch(/checkout_outbox_lag_seconds \d/);
+    expect(text).toMatch(/checkout_reconciliation_violations \d/);
+  });
+
+  it("raises alerts a person must see: an amount mismatch, stuck PROCESSING records", async () => {
+    const userId = randomUUID();
+    const order = await createOrder(t.db, userId, {
+      requestId: randomUUID(),
+      items: [{ skuId: "SKU-MUG", quantity: 1 }],
+    });
+    const payment = await createPayment(t.db, userId, { orderId: order.orderId }, app.payments);
+    const body = JSON.stringify({
+      id: "evt_wrong_amount",
+      type: "payment.succeeded",
+      app_id: app.payments.appId,
+      out_trade_no: payment.outTradeNo,
+      transaction_id: "T-wrong",
+      amount_cents: 1,
+      currency: "USD",
+      created_at: new Date().toISOString(),
+    });
+    await handlePaymentNotification(
+      t.db,
+      {
+        body,
+        signature: signBody(app.payments.webhookSecret, body, Math.floor(Date.now() / 1000)),
+        deliveryId: "d",
+      },
+      app.payments,
+    );
+    await t.sql`
+      INSERT INTO idempotency_record (user_id, biz_type, idempotency_key, fingerprint, status, locked_until, expires_at)
+      VALUES ('u', 'order.create', 'stuck-1', 'f', 'PROCESSING', now() - interval '1 minute', now() + interval '1 day')`;
+    const alerts = alertsFrom(await opsFigures(t.db)).map((a) => a.name);
+    expect(alerts).toEqual(expect.arrayContaining(["amount_mismatch", "stuck_processing", "reconciliation"]));
+  });
+
+  it("keeps per-minute series for the charts", () => {
+    const series = new MinuteSeries();
+    const now = Date.UTC(2026, 0, 1, 12, 0, 30);
+    series.add("x", now - 120_000);
+    series.add("x", now);
+    series.add("x", now);
+    expect(series.last("x", 3, now).map((p) => p.count)).toEqual([1, 0, 2]);
+  });
+});
