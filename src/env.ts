@@ -68,6 +68,8 @@ const schema = z.object({
     .enum(["true", "false"])
     .default("true")
     .transform((v) => v === "true"),
+  /** Keep the gateway's counters in Redis instead of PostgreSQL. */
+  REDIS_URL: z.url().optional(),
   GATEWAY_RATE_POINTS: z.coerce.number().int().positive().default(30),
   GATEWAY_RATE_WINDOW_S: z.coerce.number().int().positive().default(10),
   GATEWAY_DUPLICATE_POINTS: z.coerce.number().int().positive().default(5),

@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import type { TRPCError } from "@trpc/server";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { getEnv } from "../src/env";
 import type { AppContext } from "../src/server/app-context";
 import { createGateway, DEFAULT_GATEWAY_CONFIG } from "../src/server/gateway/gateway";
 import { postOrder } from "../src/server/rest/handlers";
@@ -128,5 +129,41 @@ describe("gateway", () => {
       await closeDb(broken);
     }
     expect(failures).toHaveLength(1);
+  });
+});
+
+const redisUrl = getEnv().REDIS_URL;
+
+describe.runIf(redisUrl)("gateway with its counters in Redis (REDIS_URL)", () => {
+  it("absorbs a storm, passes the next different order, and lets requests through when Redis is away", async () => {
+    const gateway = createGateway(t.db, { ...DEFAULT_GATEWAY_CONFIG, redisUrl });
+    const withRedis = { ...app, gateway };
+    await gateway.ready();
+    try {
+      const userId = randomUUID();
+      const input = { requestId: randomUUID(), items: mug };
+      const storm = await outcomes(
+        Array.from({ length: 40 }, () => caller(userId, withRedis).checkout.createOrder(input)),
+      );
+      expect(storm.filter((o) => o === "TOO_MANY_REQUESTS").length).toBeGreaterThanOrEqual(30);
+      expect(await orderCount(userId)).toBe(1);
+      const next = await caller(userId, withRedis).checkout.createOrder({
+        requestId: randomUUID(),
+        items: mug,
+      });
+      expect(next.replayed).toBe(false);
+    } finally {
+      await gateway.close();
+    }
+    const failures: unknown[] = [];
+    const away = createGateway(t.db, { ...DEFAULT_GATEWAY_CONFIG, redisUrl: "redis://127.0.0.1:1" }, (err) =>
+      failures.push(err),
+    );
+    try {
+      await away.admit({ userId: randomUUID(), route: "order.create", key: "k-12345678" });
+    } finally {
+      await away.close();
+    }
+    expect(failures.length).toBeGreaterThan(0);
   });
 });

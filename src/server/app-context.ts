@@ -45,6 +45,7 @@ export function getAppContext(): AppContext {
         rateWindowS: env.GATEWAY_RATE_WINDOW_S,
         duplicatePoints: env.GATEWAY_DUPLICATE_POINTS,
         duplicateWindowS: env.GATEWAY_DUPLICATE_WINDOW_S,
+        redisUrl: env.REDIS_URL,
       },
       (err) => getLogger().warn({ err }, "gateway store failed; letting the request through"),
       (route) => telemetry.observer.gatewayRejected({ route }),

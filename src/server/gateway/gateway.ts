@@ -1,4 +1,10 @@
-import { RateLimiterDrizzle, RateLimiterRes } from "rate-limiter-flexible";
+import { Redis } from "ioredis";
+import {
+  type RateLimiterAbstract,
+  RateLimiterDrizzle,
+  RateLimiterRedis,
+  RateLimiterRes,
+} from "rate-limiter-flexible";
 import type { Db } from "../db/client";
 import { rateLimit } from "../db/schema";
 import { DomainError } from "../errors";
@@ -11,6 +17,8 @@ export interface GatewayConfig {
   /** Copies of one (shopper, route, key) allowed in `duplicateWindowS`: a double click and backoff retries pass. */
   duplicatePoints: number;
   duplicateWindowS: number;
+  /** Counters in Redis instead of PostgreSQL (REDIS_URL). */
+  redisUrl?: string;
 }
 
 export const DEFAULT_GATEWAY_CONFIG: GatewayConfig = {
@@ -31,12 +39,15 @@ export interface GatewayRequest {
 export interface Gateway {
   /** Throws RATE_LIMITED (retryable, with a Retry-After) when the request should be turned away. */
   admit(request: GatewayRequest): Promise<void>;
+  /** Resolves once the store is connected (until then requests pass). */
+  ready(): Promise<void>;
+  close(): Promise<void>;
 }
 
 /**
  * The gateway layer: absorbs bursts before they reach the idempotency core.
- * Counters live in PostgreSQL (rate-limiter-flexible's Drizzle store), shared
- * by every app instance. It is an optimisation, never the authority: when its
+ * Counters live in PostgreSQL (rate-limiter-flexible's Drizzle store), or in
+ * Redis when REDIS_URL is set, shared by every app instance. It is an optimisation, never the authority: when its
  * store fails, requests pass and the core still decides.
  */
 export function createGateway(
@@ -45,22 +56,26 @@ export function createGateway(
   onStoreError: (err: unknown) => void = () => {},
   onReject: (route: string) => void = () => {},
 ): Gateway {
-  if (!config.enabled) return { admit: async () => {} };
-  const duplicates = new RateLimiterDrizzle({
-    storeClient: db,
-    schema: rateLimit,
-    keyPrefix: "dup",
-    points: config.duplicatePoints,
-    duration: config.duplicateWindowS,
-  });
-  const rate = new RateLimiterDrizzle({
-    storeClient: db,
-    schema: rateLimit,
-    keyPrefix: "rate",
-    points: config.ratePoints,
-    duration: config.rateWindowS,
-  });
+  if (!config.enabled) return { admit: async () => {}, ready: async () => {}, close: async () => {} };
+  // Fail fast when Redis is away: the request then passes (the gateway is not the authority).
+  const redis = config.redisUrl
+    ? new Redis(config.redisUrl, { enableOfflineQueue: false, maxRetriesPerRequest: 1, lazyConnect: false })
+    : undefined;
+  redis?.on("error", onStoreError);
+  const limiter = (keyPrefix: string, points: number, duration: number): RateLimiterAbstract =>
+    redis
+      ? new RateLimiterRedis({ storeClient: redis, keyPrefix, points, duration })
+      : new RateLimiterDrizzle({ storeClient: db, schema: rateLimit, keyPrefix, points, duration });
+  const duplicates = limiter("dup", config.duplicatePoints, config.duplicateWindowS);
+  const rate = limiter("rate", config.ratePoints, config.rateWindowS);
   return {
+    ready: () =>
+      !redis || redis.status === "ready"
+        ? Promise.resolve()
+        : new Promise((resolve) => redis.once("ready", () => resolve())),
+    async close() {
+      await redis?.quit().catch(() => redis.disconnect());
+    },
     async admit({ userId, route, key }) {
       try {
         // Copies of one key are counted first, so a storm of one request never uses up the
