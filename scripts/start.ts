@@ -26,8 +26,10 @@ async function main() {
     env: { ...process.env, DATABASE_URL: database.url, NEXT_TELEMETRY_DISABLED: "1" },
   });
   log(`serving on http://localhost:${env.PORT}`);
-  log(`operations: http://localhost:${env.PORT}/admin?token=${env.ADMIN_TOKEN}`);
-  log(`payment provider admin: http://localhost:${env.PORT}/provider/admin?token=${env.ADMIN_TOKEN}`);
+  // Only the development default is printed; a token set by the operator stays a secret.
+  const token = env.ADMIN_TOKEN === "dev-admin-token" ? env.ADMIN_TOKEN : "<ADMIN_TOKEN>";
+  log(`operations: http://localhost:${env.PORT}/admin?token=${token}`);
+  log(`payment provider admin: http://localhost:${env.PORT}/provider/admin?token=${token}`);
 
   let stopping = false;
   const shutdown = async (signal: NodeJS.Signals) => {

@@ -7,6 +7,7 @@ import { createLogger } from "../src/server/logger";
 import { alertsFrom, opsFigures } from "../src/server/observability/alerts";
 import { renderMetrics } from "../src/server/observability/metrics";
 import { createTelemetry, type IdempotencyEvent, MinuteSeries } from "../src/server/observability/observer";
+import { withRequestContext } from "../src/server/observability/request-context";
 import { createOrder } from "../src/server/orders/create-order";
 import { createPayment } from "../src/server/payments/create-payment";
 import { handlePaymentNotification } from "../src/server/payments/notify";
@@ -76,13 +77,15 @@ describe("observability", () => {
   it("logs structured lines with key and outcome, counts them for Prometheus, and never logs secrets", async () => {
     const { lines, log } = capture();
     const telemetry = createTelemetry(log);
-    telemetry.observer.idempotency({
-      bizType: "order.create",
-      key: "k-1",
-      scope: "u",
-      outcome: "replayed",
-      durationMs: 3,
-    });
+    await withRequestContext({ requestId: "req-42" }, async () =>
+      telemetry.observer.idempotency({
+        bizType: "order.create",
+        key: "k-1",
+        scope: "u",
+        outcome: "replayed",
+        durationMs: 3,
+      }),
+    );
     telemetry.observer.notification({
       outcome: "AMOUNT_MISMATCH",
       type: "payment.succeeded",

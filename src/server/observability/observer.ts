@@ -1,5 +1,6 @@
 import type { Logger } from "pino";
 import { Counter, Registry } from "prom-client";
+import { currentRequestId } from "./request-context";
 
 /** What happened to one idempotent call. */
 export type IdempotencyOutcome =
@@ -122,6 +123,7 @@ export function createTelemetry(log: Logger): Telemetry {
       const level = event.outcome === "mismatch" || event.outcome === "unavailable" ? "warn" : "info";
       log[level](
         {
+          requestId: currentRequestId(),
           bizType: event.bizType,
           idempotencyKey: event.key,
           outcome: event.outcome,
@@ -138,7 +140,10 @@ export function createTelemetry(log: Logger): Telemetry {
         : event.outcome === "PROCESSED" || event.outcome === "DUPLICATE"
           ? "info"
           : "warn";
-      log[level]({ ...event }, event.alert ? "payment notification needs a person" : "payment notification");
+      log[level](
+        { requestId: currentRequestId(), ...event },
+        event.alert ? "payment notification needs a person" : "payment notification",
+      );
     },
     consumed(event) {
       consumed.inc({ consumer: event.consumer, outcome: event.outcome });

@@ -1,5 +1,7 @@
+import { randomUUID } from "node:crypto";
 import type { AppContext } from "../app-context";
 import { DomainError } from "../errors";
+import { withRequestContext } from "../observability/request-context";
 import { createOrder } from "../orders/create-order";
 import { getOrderById } from "../orders/queries";
 import { orderIdInput } from "../orders/schema";
@@ -32,12 +34,17 @@ export interface RestDeps {
 }
 
 async function respond(deps: RestDeps, work: () => Promise<Response>): Promise<Response> {
-  try {
-    return await work();
-  } catch (error) {
-    if (error instanceof HttpProblem) return error.response;
-    return errorResponse(error, deps.logError);
-  }
+  const requestId = randomUUID();
+  return withRequestContext({ requestId }, async () => {
+    try {
+      const response = await work();
+      response.headers.set("x-request-id", requestId);
+      return response;
+    } catch (error) {
+      if (error instanceof HttpProblem) return error.response;
+      return errorResponse(error, (err) => deps.logError({ err, requestId }));
+    }
+  });
 }
 
 function orderIdFrom(raw: string): string {

@@ -3,6 +3,7 @@ import superjson from "superjson";
 import { ZodError, z } from "zod";
 import { DomainError, type DomainErrorCode } from "../errors";
 import { getLogger } from "../logger";
+import { withRequestContext } from "../observability/request-context";
 import type { TrpcContext } from "./context";
 
 type TrpcCode = TRPCError["code"];
@@ -60,7 +61,7 @@ const t = initTRPC.context<TrpcContext>().create({
  * error as `error.cause`.
  */
 const domainErrors = t.middleware(async ({ next, ctx, path, type }) => {
-  const result = await next();
+  const result = await withRequestContext({ requestId: ctx.requestId }, () => next());
   if (result.ok) return result;
   const cause = result.error.cause;
   if (cause instanceof DomainError) {

@@ -1,5 +1,6 @@
 import { getAppContext } from "../../../../server/app-context";
 import { getLogger } from "../../../../server/logger";
+import { withRequestContext } from "../../../../server/observability/request-context";
 import { handlePaymentNotification } from "../../../../server/payments/notify";
 import { DELIVERY_ID_HEADER, SIGNATURE_HEADER } from "../../../../server/provider/contract";
 
@@ -15,10 +16,17 @@ export async function POST(req: Request) {
   }
   const app = getAppContext();
   try {
-    const answer = await handlePaymentNotification(
-      app.db,
-      { body, signature: req.headers.get(SIGNATURE_HEADER), deliveryId: req.headers.get(DELIVERY_ID_HEADER) },
-      app.payments,
+    const deliveryId = req.headers.get(DELIVERY_ID_HEADER) ?? undefined;
+    const answer = await withRequestContext({ requestId: deliveryId ?? "notification" }, () =>
+      handlePaymentNotification(
+        app.db,
+        {
+          body,
+          signature: req.headers.get(SIGNATURE_HEADER),
+          deliveryId: req.headers.get(DELIVERY_ID_HEADER),
+        },
+        app.payments,
+      ),
     );
     return Response.json(answer.body, { status: answer.httpStatus });
   } catch (err) {
