@@ -4,6 +4,13 @@ import { z } from "zod";
  * The only place that reads process.env. Every setting has a default that works
  * out of the box for development; see README "Configuration".
  */
+/** "true" / "false" in the environment, as a boolean. */
+const flag = (fallback: boolean) =>
+  z
+    .enum(["true", "false"])
+    .default(fallback ? "true" : "false")
+    .transform((v) => v === "true");
+
 const schema = z.object({
   NODE_ENV: z.enum(["development", "test", "production"]).default("development"),
   /** External PostgreSQL. When unset, the launcher starts an embedded server. */
@@ -36,10 +43,7 @@ const schema = z.object({
   /** Compresses the provider's retry schedule: 0.01 turns 15 s into 150 ms. */
   PROVIDER_TIME_SCALE: z.coerce.number().positive().max(1).default(0.1),
   /** Send duplicates like real providers (two at once, one more after success). */
-  PROVIDER_SEND_DUPLICATES: z
-    .enum(["true", "false"])
-    .default("true")
-    .transform((v) => v === "true"),
+  PROVIDER_SEND_DUPLICATES: flag(true),
   /** The provider's API, for status queries; defaults to this app, where the mock provider lives. */
   PROVIDER_BASE_URL: z.url().optional(),
   /** Payments still PENDING this long are looked up at the provider (lost notifications). */
@@ -50,24 +54,15 @@ const schema = z.object({
   PROVIDER_RETRY_SCHEDULE: z.enum(["wechat", "alipay"]).default("wechat"),
   PROVIDER_DELIVERY_POLL_MS: z.coerce.number().int().nonnegative().default(250),
   /** Run the event worker (outbox relay + consumers) inside each app instance. */
-  WORKER_IN_APP: z
-    .enum(["true", "false"])
-    .default("true")
-    .transform((v) => v === "true"),
+  WORKER_IN_APP: flag(true),
   WORKER_CONCURRENCY: z.coerce.number().int().min(1).max(50).default(4),
   OUTBOX_RELAY_INTERVAL_MS: z.coerce.number().int().min(10).default(200),
   /** Guards /admin and /provider/admin (printed at start-up). */
   ADMIN_TOKEN: z.string().min(8).default("dev-admin-token"),
   /** POST /api/v1/tokens makes new guest shoppers (handy in development; turn off where it is not wanted). */
-  API_TOKENS_ENABLED: z
-    .enum(["true", "false"])
-    .default("true")
-    .transform((v) => v === "true"),
+  API_TOKENS_ENABLED: flag(true),
   /** The gateway layer (rate limits, duplicate bursts) in front of order, payment and refund creation. */
-  GATEWAY_ENABLED: z
-    .enum(["true", "false"])
-    .default("true")
-    .transform((v) => v === "true"),
+  GATEWAY_ENABLED: flag(true),
   /** Keep the gateway's counters in Redis instead of PostgreSQL. */
   REDIS_URL: z.url().optional(),
   GATEWAY_RATE_POINTS: z.coerce.number().int().positive().default(30),
