@@ -69,6 +69,8 @@ const schema = z.object({
   GATEWAY_RATE_WINDOW_S: z.coerce.number().int().positive().default(10),
   GATEWAY_DUPLICATE_POINTS: z.coerce.number().int().positive().default(5),
   GATEWAY_DUPLICATE_WINDOW_S: z.coerce.number().int().positive().default(1),
+  /** Serves /api/bench/plain-order, the benchmark's unprotected baseline. Never in production. */
+  BENCH_ROUTES: flag(false),
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
 });
 
