@@ -28,11 +28,15 @@ export interface RunningWorker {
 
 /** Handles one queued delivery: load the event, run the named consumer once. */
 export async function handleConsumeJob(db: Db, job: ConsumeJob, hooks?: ConsumeHooks) {
+  return (await consumeJob(db, job, hooks)).outcome;
+}
+
+async function consumeJob(db: Db, job: ConsumeJob, hooks?: ConsumeHooks) {
   const consumer = consumerNamed(job.consumer);
   if (!consumer) throw new Error(`unknown consumer ${job.consumer}`);
   const [event] = await db.select().from(outboxEvent).where(eq(outboxEvent.id, job.eventId));
   if (!event) throw new Error(`unknown event ${job.eventId}`);
-  return consumeOnce(db, event, consumer, hooks);
+  return { event, outcome: await consumeOnce(db, event, consumer, hooks) };
 }
 
 /**
@@ -55,8 +59,13 @@ export async function startWorker(db: Db, options: WorkerOptions): Promise<Runni
     taskList: {
       [CONSUME_TASK]: async (payload) => {
         const job = payload as ConsumeJob;
-        const outcome = await handleConsumeJob(db, job, options.hooks);
-        options.observer?.consumed({ eventId: job.eventId, eventType: "", consumer: job.consumer, outcome });
+        const { event, outcome } = await consumeJob(db, job, options.hooks);
+        options.observer?.consumed({
+          eventId: job.eventId,
+          eventType: event.eventType,
+          consumer: job.consumer,
+          outcome,
+        });
       },
     },
   });
