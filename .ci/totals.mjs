@@ -1,8 +1,10 @@
-// Sums vitest and Playwright JSON reports into one closing line: "N passed, N failed".
+// Sums every suite's JSON report into one closing line: "N passed, N failed".
+// vitest and Playwright reports count their tests; the benchmark counts its correctness checks.
+// FAILED_STEPS counts steps that failed before the suites (install, typecheck, lint, build).
 import { existsSync, readFileSync } from "node:fs";
 
 let passed = 0;
-let failed = 0;
+let failed = Number(process.env.FAILED_STEPS ?? 0);
 for (const file of process.argv.slice(2)) {
   if (!existsSync(file)) {
     console.log(`${file}: missing (the suite did not run)`);
@@ -10,16 +12,21 @@ for (const file of process.argv.slice(2)) {
     continue;
   }
   const report = JSON.parse(readFileSync(file, "utf8"));
+  let ok;
+  let bad;
   if (report.stats) {
-    // Playwright
-    passed += report.stats.expected + report.stats.flaky;
-    failed += report.stats.unexpected;
-    console.log(`${file}: ${report.stats.expected} passed, ${report.stats.unexpected} failed`);
+    ok = report.stats.expected + report.stats.flaky;
+    bad = report.stats.unexpected;
+  } else if (Array.isArray(report.rows)) {
+    ok = report.rows.filter((row) => row.ok).length;
+    bad = report.rows.length - ok;
   } else {
-    passed += report.numPassedTests;
-    failed += report.numFailedTests + (report.numRuntimeErrorTestSuites ?? 0);
-    console.log(`${file}: ${report.numPassedTests} passed, ${report.numFailedTests} failed`);
+    ok = report.numPassedTests;
+    bad = report.numFailedTests + (report.numRuntimeErrorTestSuites ?? 0);
   }
+  console.log(`${file}: ${ok} passed, ${bad} failed`);
+  passed += ok;
+  failed += bad;
 }
 if (passed === 0) failed += 1;
 console.log(`${passed} passed, ${failed} failed`);
