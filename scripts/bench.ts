@@ -10,10 +10,7 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { chmod } from "node:fs/promises";
-import os from "node:os";
-import path from "node:path";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import autocannon from "autocannon";
 import postgres from "postgres";
 import { getEnv } from "../src/env";
@@ -24,9 +21,9 @@ import { DEFAULT_IDEMPOTENCY_CONFIG } from "../src/server/idempotency";
 import { createOrder } from "../src/server/orders/create-order";
 import { createPayment } from "../src/server/payments/create-payment";
 import { signBody } from "../src/server/provider/contract";
-import { freePort } from "../test/support/app-server";
 import { ensureBuild, NEXT_BIN } from "./lib/build";
-import { startEmbeddedPostgres } from "./lib/embedded-postgres";
+import { startThrowawayPostgres } from "./lib/embedded-postgres";
+import { freePort } from "./lib/free-port";
 
 const args = new Map(
   process.argv.slice(2).map((a) => {
@@ -149,18 +146,9 @@ async function main() {
   const cleanups: Array<() => Promise<void>> = [];
   let adminUrl = env.DATABASE_URL;
   if (!adminUrl) {
-    const dir = mkdtempSync(path.join(os.tmpdir(), "checkout-bench-pg-"));
-    await chmod(dir, 0o755);
-    const server = await startEmbeddedPostgres({
-      dataDir: path.join(dir, "pg"),
-      port: await freePort(),
-      postgresFlags: ["-c", "max_connections=300"],
-    });
-    adminUrl = server.url("postgres");
-    cleanups.push(async () => {
-      await server.stop();
-      rmSync(dir, { recursive: true, force: true });
-    });
+    const server = await startThrowawayPostgres("checkout-bench-pg", ["-c", "max_connections=300"]);
+    adminUrl = server.adminUrl;
+    cleanups.push(server.stop);
   }
   const dbName = `checkout_bench_${Date.now()}`;
   const admin = postgres(adminUrl, { max: 1, onnotice: () => {} });

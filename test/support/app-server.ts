@@ -1,6 +1,8 @@
 import { type ChildProcess, spawn } from "node:child_process";
-import { createServer } from "node:net";
 import { NEXT_BIN } from "../../scripts/lib/build";
+import { freePort } from "../../scripts/lib/free-port";
+
+export { freePort };
 
 export const TEST_SERVER_WEBHOOK_SECRET = "whsec_test_server_0123456789";
 export const TEST_SERVER_ADMIN_TOKEN = "test-server-admin-token";
@@ -67,17 +69,6 @@ export async function startAppServer(options: {
         setTimeout(() => child.kill("SIGKILL"), 5_000).unref();
       }),
   };
-}
-
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      server.close(() => resolve(typeof address === "object" && address ? address.port : 0));
-    });
-  });
 }
 
 /** A minimal tRPC-over-HTTP client for one shopper (one cookie), as a browser or curl would be. */
