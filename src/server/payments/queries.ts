@@ -3,10 +3,9 @@ import type { Executor } from "../db/client";
 import { paymentNotification, paymentOrder } from "../db/schema";
 import { getOwnedOrder } from "../orders/queries";
 
-/** An order's payments and every notification received about them, oldest first. */
-export async function getPaymentTimeline(db: Executor, userId: string, orderId: string) {
-  await getOwnedOrder(db, userId, orderId);
-  const payments = await db
+/** An order's payments, newest first. The caller has checked the order is the shopper's. */
+export function paymentsOfOrder(db: Executor, orderId: string) {
+  return db
     .select({
       outTradeNo: paymentOrder.outTradeNo,
       status: paymentOrder.status,
@@ -19,6 +18,12 @@ export async function getPaymentTimeline(db: Executor, userId: string, orderId: 
     .from(paymentOrder)
     .where(eq(paymentOrder.orderId, orderId))
     .orderBy(desc(paymentOrder.createdAt));
+}
+
+/** An order's payments and every notification received about them, oldest first. */
+export async function getPaymentTimeline(db: Executor, userId: string, orderId: string) {
+  await getOwnedOrder(db, userId, orderId);
+  const payments = await paymentsOfOrder(db, orderId);
   const outTradeNos = payments.map((p) => p.outTradeNo);
   const notifications = outTradeNos.length
     ? await db

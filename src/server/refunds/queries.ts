@@ -5,6 +5,11 @@ import { getOwnedOrder } from "../orders/queries";
 
 export async function listRefunds(db: Executor, userId: string, orderId: string) {
   await getOwnedOrder(db, userId, orderId);
+  return refundsOfOrder(db, orderId);
+}
+
+/** An order's refunds, newest first. The caller has checked the order is the shopper's. */
+export function refundsOfOrder(db: Executor, orderId: string) {
   return db
     .select({
       refundNo: refundOrder.refundNo,
