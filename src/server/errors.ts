@@ -33,7 +33,18 @@ export interface DomainErrorDetails {
   meta?: Record<string, unknown>;
 }
 
+const DOMAIN_ERROR = Symbol.for("exactly-once-checkout.DomainError");
+
 export class DomainError extends Error {
+  /**
+   * By brand, not by prototype: the production server and Next's bundle each load
+   * this module, and an error thrown by one copy must still be recognised by the other.
+   */
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    return typeof value === "object" && value !== null && DOMAIN_ERROR in value;
+  }
+
+  readonly [DOMAIN_ERROR] = true;
   override readonly name = "DomainError";
   readonly code: DomainErrorCode;
   readonly details: DomainErrorDetails;

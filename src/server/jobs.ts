@@ -1,13 +1,19 @@
 import { getEnv } from "../env";
 import { getAppContext } from "./app-context";
-import { startWorker } from "./fulfilment/worker";
+import { type RunningWorker, startWorker } from "./fulfilment/worker";
 import { deleteExpiredRecords } from "./idempotency";
 import { getLogger } from "./logger";
 import { alertsFrom, opsFigures } from "./observability/alerts";
 import { syncStalePayments } from "./payments/status-query";
 import { deliverDueNotifications } from "./provider/delivery";
 
-const globalForJobs = globalThis as unknown as { checkoutJobs?: NodeJS.Timeout[] };
+interface RunningJobs {
+  timers: NodeJS.Timeout[];
+  worker?: Promise<RunningWorker | undefined>;
+}
+
+// On globalThis: the server (scripts/serve.ts) and Next's instrumentation hook load this module separately.
+const globalForJobs = globalThis as unknown as { checkoutJobs?: RunningJobs };
 
 /** Background work of an app instance. Safe to run in every instance at once. */
 export function startBackgroundJobs(): void {
@@ -28,14 +34,23 @@ export function startBackgroundJobs(): void {
   startProviderDelivery(timers);
   startPaymentStatusQueries(timers);
   startAlertLog(timers);
-  if (getEnv().WORKER_IN_APP) void startEventWorker();
-  globalForJobs.checkoutJobs = timers;
+  globalForJobs.checkoutJobs = { timers, worker: getEnv().WORKER_IN_APP ? startEventWorker() : undefined };
+}
+
+/** Stops the timers and lets the event worker finish its running jobs (graceful shutdown). */
+export async function stopBackgroundJobs(): Promise<void> {
+  const jobs = globalForJobs.checkoutJobs;
+  if (!jobs) return;
+  globalForJobs.checkoutJobs = undefined;
+  for (const timer of jobs.timers) clearTimeout(timer);
+  await (await jobs.worker)?.stop();
 }
 
 /** The mock provider's delivery worker: sends due notifications until merchants acknowledge them. */
 function startProviderDelivery(timers: NodeJS.Timeout[]): void {
   const { db, provider } = getAppContext();
   if (provider.pollMs <= 0) return;
+  const slot = timers.length;
   const tick = async () => {
     try {
       while ((await deliverDueNotifications(db, provider)) > 0) {
@@ -44,9 +59,11 @@ function startProviderDelivery(timers: NodeJS.Timeout[]): void {
     } catch (err) {
       getLogger().warn({ err }, "provider delivery failed; will retry");
     } finally {
-      const timer = setTimeout(tick, provider.pollMs);
-      timer.unref();
-      timers[timers.length - 1] = timer;
+      if (globalForJobs.checkoutJobs?.timers === timers) {
+        const timer = setTimeout(tick, provider.pollMs);
+        timer.unref();
+        timers[slot] = timer;
+      }
     }
   };
   timers.push(setTimeout(tick, provider.pollMs));

@@ -1,5 +1,4 @@
-import { type ChildProcess, spawn } from "node:child_process";
-import { NEXT_BIN } from "../../scripts/lib/build";
+import { startAppProcess } from "../../scripts/lib/app-process";
 import { freePort } from "../../scripts/lib/free-port";
 
 export { freePort };
@@ -12,63 +11,29 @@ export interface AppServer {
   stop(): Promise<void>;
 }
 
-/** A real `next start` of the production build, on its own port, against the given database. */
+/** The real production server (scripts/serve.ts, the built app) on its own port, against the given database. */
 export async function startAppServer(options: {
   databaseUrl: string;
   env?: Record<string, string>;
 }): Promise<AppServer> {
-  const port = await freePort();
-  const child: ChildProcess = spawn(
-    process.execPath,
-    [NEXT_BIN, "start", "-p", String(port), "-H", "127.0.0.1"],
-    {
-      env: {
-        ...process.env,
-        DATABASE_URL: options.databaseUrl,
-        NEXT_TELEMETRY_DISABLED: "1",
-        DB_POOL_MAX: "10",
-        LOG_LEVEL: "warn",
-        IDEMPOTENCY_CLEANUP_INTERVAL_MS: "0",
-        PAYMENT_QUERY_INTERVAL_MS: "0",
-        WORKER_IN_APP: "false",
-        // These servers prove the guarantees without the gateway; test/gateway.test.ts covers it.
-        GATEWAY_ENABLED: "false",
-        ADMIN_TOKEN: TEST_SERVER_ADMIN_TOKEN,
-        PROVIDER_WEBHOOK_SECRET: TEST_SERVER_WEBHOOK_SECRET,
-        ...options.env,
-      },
-      stdio: ["ignore", "pipe", "pipe"],
+  const server = await startAppProcess({
+    port: await freePort(),
+    capture: true,
+    env: {
+      DATABASE_URL: options.databaseUrl,
+      DB_POOL_MAX: "10",
+      LOG_LEVEL: "warn",
+      IDEMPOTENCY_CLEANUP_INTERVAL_MS: "0",
+      PAYMENT_QUERY_INTERVAL_MS: "0",
+      WORKER_IN_APP: "false",
+      // These servers prove the guarantees without the gateway; test/gateway.test.ts covers it.
+      GATEWAY_ENABLED: "false",
+      ADMIN_TOKEN: TEST_SERVER_ADMIN_TOKEN,
+      PROVIDER_WEBHOOK_SECRET: TEST_SERVER_WEBHOOK_SECRET,
+      ...options.env,
     },
-  );
-  let output = "";
-  child.stdout?.on("data", (chunk) => (output += chunk));
-  child.stderr?.on("data", (chunk) => (output += chunk));
-  const baseUrl = `http://127.0.0.1:${port}`;
-  const deadline = Date.now() + 60_000;
-  for (;;) {
-    if (child.exitCode !== null) throw new Error(`next start exited early:\n${output}`);
-    try {
-      const response = await fetch(`${baseUrl}/api/trpc/catalog.list`);
-      if (response.ok) break;
-    } catch {
-      // not listening yet
-    }
-    if (Date.now() > deadline) {
-      child.kill("SIGKILL");
-      throw new Error(`next start did not become ready:\n${output}`);
-    }
-    await new Promise((resolve) => setTimeout(resolve, 200));
-  }
-  return {
-    baseUrl,
-    stop: () =>
-      new Promise<void>((resolve) => {
-        if (child.exitCode !== null) return resolve();
-        child.once("exit", () => resolve());
-        child.kill("SIGTERM");
-        setTimeout(() => child.kill("SIGKILL"), 5_000).unref();
-      }),
-  };
+  });
+  return { baseUrl: server.baseUrl, stop: () => server.stop(5_000) };
 }
 
 /** A minimal tRPC-over-HTTP client for one shopper (one cookie), as a browser or curl would be. */

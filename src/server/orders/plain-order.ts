@@ -7,7 +7,7 @@ import type { OrderLine } from "./schema";
 /**
  * The benchmark's baseline ONLY: the same order insert as createOrder with no
  * idempotency protection at all. Served by a route that exists only when
- * BENCH_ROUTES=true; never use it for anything else.
+ * BENCH_ROUTES=true (src/server/trpc/routers/bench.ts); never use it for anything else.
  */
 export async function insertOrderUnprotected(db: Db, userId: string, requestId: string, lines: OrderLine[]) {
   return db.transaction(async (tx) => {

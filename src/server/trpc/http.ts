@@ -1,3 +1,4 @@
+import type { AnyTRPCRouter } from "@trpc/server";
 import { fetchRequestHandler } from "@trpc/server/adapters/fetch";
 import type { AppContext } from "../app-context";
 import { DomainError } from "../errors";
@@ -5,11 +6,15 @@ import { createTrpcContext } from "./context";
 import { appRouter } from "./root";
 
 /** tRPC over HTTP (fetch Request in, Response out): the route handler, and tests, call this. */
-export function handleTrpcRequest(app: AppContext, req: Request): Promise<Response> {
+export function handleTrpcRequest(
+  app: AppContext,
+  req: Request,
+  mount: { router: AnyTRPCRouter; endpoint: string } = { router: appRouter, endpoint: "/api/trpc" },
+): Promise<Response> {
   return fetchRequestHandler({
-    endpoint: "/api/trpc",
+    endpoint: mount.endpoint,
     req,
-    router: appRouter,
+    router: mount.router,
     createContext: ({ req, resHeaders }) => createTrpcContext(app, req, resHeaders),
     responseMeta({ errors }) {
       const waits = errors.flatMap((error) =>

@@ -1,0 +1,81 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { fileURLToPath } from "node:url";
+
+const SERVE_SCRIPT = fileURLToPath(new URL("../serve.ts", import.meta.url));
+
+/** Node arguments that run the production server (scripts/serve.ts) under tsx. */
+export const SERVE_ARGS = ["--import", "tsx", SERVE_SCRIPT];
+
+export interface AppProcess {
+  baseUrl: string;
+  child: ChildProcess;
+  /** What the process printed so far (when its output is captured). */
+  output(): string;
+  /** SIGTERM, then SIGKILL after `graceMs`; resolves when it has exited. */
+  stop(graceMs?: number): Promise<void>;
+  /** SIGKILL at once: a crash, for fault injection. */
+  kill(): Promise<void>;
+}
+
+/**
+ * Starts the production server (the built app) on 127.0.0.1:`port` with the
+ * given environment and waits until it answers.
+ */
+export async function startAppProcess(options: {
+  port: number;
+  env: Record<string, string | undefined>;
+  /** Keep its output (for error messages) instead of passing it through. */
+  capture?: boolean;
+  readyTimeoutMs?: number;
+}): Promise<AppProcess> {
+  const child = spawn(process.execPath, SERVE_ARGS, {
+    env: {
+      ...process.env,
+      NODE_ENV: "production",
+      NEXT_TELEMETRY_DISABLED: "1",
+      ...options.env,
+      PORT: String(options.port),
+      HOST: "127.0.0.1",
+    },
+    stdio: options.capture ? ["ignore", "pipe", "pipe"] : ["ignore", "ignore", "inherit"],
+  });
+  let output = "";
+  child.stdout?.on("data", (chunk) => (output += chunk));
+  child.stderr?.on("data", (chunk) => (output += chunk));
+  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  const baseUrl = `http://127.0.0.1:${options.port}`;
+  const deadline = Date.now() + (options.readyTimeoutMs ?? 60_000);
+  for (;;) {
+    if (child.exitCode !== null || child.signalCode !== null) {
+      throw new Error(`the app server exited early:\n${output}`);
+    }
+    try {
+      if ((await fetch(`${baseUrl}/api/trpc/catalog.list`)).ok) break;
+    } catch {
+      // not listening yet
+    }
+    if (Date.now() > deadline) {
+      child.kill("SIGKILL");
+      throw new Error(`the app server did not become ready:\n${output}`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  const gone = () => child.exitCode !== null || child.signalCode !== null;
+  return {
+    baseUrl,
+    child,
+    output: () => output,
+    stop: async (graceMs = 10_000) => {
+      if (gone()) return;
+      child.kill("SIGTERM");
+      const killer = setTimeout(() => child.kill("SIGKILL"), graceMs);
+      await exited;
+      clearTimeout(killer);
+    },
+    kill: async () => {
+      if (gone()) return;
+      child.kill("SIGKILL");
+      await exited;
+    },
+  };
+}
