@@ -3,6 +3,7 @@ import {
   chromiumExecutable,
   E2E_ADMIN_TOKEN,
   E2E_BASE_URL,
+  E2E_DATA_DIR,
   E2E_PG_PORT,
   E2E_PORT,
 } from "./e2e/support/config";
@@ -46,7 +47,7 @@ export default defineConfig({
     env: {
       PORT: String(E2E_PORT),
       EMBEDDED_PG_PORT: String(E2E_PG_PORT),
-      DATA_DIR: ".data/e2e-postgres",
+      DATA_DIR: E2E_DATA_DIR,
       NEXT_TELEMETRY_DISABLED: "1",
       ADMIN_TOKEN: E2E_ADMIN_TOKEN,
     },

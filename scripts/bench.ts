@@ -12,9 +12,8 @@ import type { ChildProcess } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import autocannon from "autocannon";
-import postgres from "postgres";
 import { getEnv } from "../src/env";
-import { closeDb, createDb } from "../src/server/db/client";
+import { closeDb, createDb, pgClient } from "../src/server/db/client";
 import { runMigrations } from "../src/server/db/migrate";
 import { seedCatalogue } from "../src/server/db/seed";
 import { DEFAULT_IDEMPOTENCY_CONFIG } from "../src/server/idempotency";
@@ -133,7 +132,7 @@ async function main() {
     cleanups.push(server.stop);
   }
   const dbName = `checkout_bench_${Date.now()}`;
-  const admin = postgres(adminUrl, { max: 1, onnotice: () => {} });
+  const admin = pgClient(adminUrl, { max: 1, onnotice: () => {} });
   await admin.unsafe(`CREATE DATABASE ${dbName}`);
   const dbUrl = new URL(adminUrl);
   dbUrl.pathname = `/${dbName}`;

@@ -1,4 +1,7 @@
+import path from "node:path";
 import { z } from "zod";
+
+const DEFAULT_DATA_DIR = ".data/postgres";
 
 /**
  * The only place that reads process.env. Every setting has a default that works
@@ -27,7 +30,7 @@ const schema = z.object({
     .refine((p) => p !== 5432, "the embedded server must not take 5432")
     .default(54329),
   /** Folder for the embedded PostgreSQL's data, relative to the working directory. */
-  DATA_DIR: z.string().min(1).default(".data/postgres"),
+  DATA_DIR: z.string().min(1).default(DEFAULT_DATA_DIR),
   DB_POOL_MAX: z.coerce.number().int().min(1).max(200).default(10),
   DB_STATEMENT_TIMEOUT_MS: z.coerce.number().int().nonnegative().default(15_000),
   SESSION_SECRET: z.string().min(16).default("dev-only-session-secret-change-me"),
@@ -82,8 +85,21 @@ export type Env = z.infer<typeof schema> & {
   providerBaseUrl: string;
 };
 
-export function embeddedDatabaseUrl(port: number, database = "checkout"): string {
-  return `postgres://postgres:password@127.0.0.1:${port}/${database}`;
+/**
+ * Where the embedded server puts its Unix socket: its data folder, unless that
+ * path is too long for a socket address (then clients use TCP on 127.0.0.1).
+ * A local socket costs less per round trip than loopback TCP.
+ */
+export function embeddedSocketDir(dataDir: string, port: number): string | undefined {
+  const dir = path.resolve(dataDir);
+  return `${dir}/.s.PGSQL.${port}`.length <= 100 ? dir : undefined;
+}
+
+export function embeddedDatabaseUrl(port: number, database = "checkout", dataDir = DEFAULT_DATA_DIR): string {
+  const socketDir = embeddedSocketDir(dataDir, port);
+  const url = new URL(`postgres://postgres:password@127.0.0.1:${port}/${database}`);
+  if (socketDir) url.searchParams.set("host", socketDir);
+  return url.toString();
 }
 
 function load(): Env {
@@ -95,7 +111,7 @@ function load(): Env {
   const appBaseUrl = (env.APP_BASE_URL ?? `http://127.0.0.1:${env.PORT}`).replace(/\/$/, "");
   return {
     ...env,
-    databaseUrl: env.DATABASE_URL ?? embeddedDatabaseUrl(env.EMBEDDED_PG_PORT),
+    databaseUrl: env.DATABASE_URL ?? embeddedDatabaseUrl(env.EMBEDDED_PG_PORT, "checkout", env.DATA_DIR),
     appBaseUrl,
     providerBaseUrl: (env.PROVIDER_BASE_URL ?? appBaseUrl).replace(/\/$/, ""),
   };

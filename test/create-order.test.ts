@@ -1,9 +1,8 @@
 import { randomUUID } from "node:crypto";
 import { TRPCError } from "@trpc/server";
-import postgres from "postgres";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { AppContext } from "../src/server/app-context";
-import { closeDb, createDb } from "../src/server/db/client";
+import { closeDb, createDb, pgClient } from "../src/server/db/client";
 import { deleteExpiredRecords } from "../src/server/idempotency";
 import { createOrder } from "../src/server/orders/create-order";
 import { createCaller } from "../src/server/trpc/root";
@@ -193,7 +192,7 @@ describe("checkout.createOrder", () => {
     const userId = shopper();
     const input = { requestId: randomUUID(), items: mug(1) };
     const impatient = createDb(t.url, { max: 2, statementTimeoutMs: 300 });
-    const blocker = postgres(t.url, { max: 1, onnotice: () => {} });
+    const blocker = pgClient(t.url, { max: 1, onnotice: () => {} });
     try {
       // Another session holds the orders table: the order insert times out, a real transient failure.
       await blocker.begin(async (tx) => {

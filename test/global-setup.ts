@@ -1,9 +1,8 @@
-import postgres from "postgres";
 import type { TestProject } from "vitest/node";
 import { ensureBuild } from "../scripts/lib/build";
 import { startThrowawayPostgres } from "../scripts/lib/embedded-postgres";
 import { getEnv } from "../src/env";
-import { createDb } from "../src/server/db/client";
+import { createDb, pgClient } from "../src/server/db/client";
 import { runMigrations } from "../src/server/db/migrate";
 import { seedCatalogue } from "../src/server/db/seed";
 import { databaseUrl, uniqueName } from "./support/names";
@@ -38,7 +37,7 @@ export default async function setup(project: TestProject) {
   }
 
   const template = uniqueName("checkout_tpl");
-  const admin = postgres(adminUrl, { max: 1, onnotice: () => {} });
+  const admin = pgClient(adminUrl, { max: 1, onnotice: () => {} });
   await admin.unsafe(`CREATE DATABASE ${template}`);
   const templateUrl = databaseUrl(adminUrl, template);
   await runMigrations(templateUrl);

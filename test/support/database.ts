@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
-import postgres from "postgres";
+import type postgres from "postgres";
 import { inject } from "vitest";
-import { closeDb, createDb, type Db } from "../../src/server/db/client";
+import { closeDb, createDb, type Db, pgClient } from "../../src/server/db/client";
 import { databaseUrl } from "./names";
 
 export interface TestDatabase {
@@ -18,7 +18,7 @@ export async function createTestDatabase(options: { poolSize?: number } = {}): P
   const adminUrl = inject("pgAdminUrl");
   const template = inject("templateDatabase");
   const name = `${template}_${randomBytes(4).toString("hex")}`;
-  const admin = postgres(adminUrl, { max: 1, onnotice: () => {} });
+  const admin = pgClient(adminUrl, { max: 1, onnotice: () => {} });
   try {
     // CREATE DATABASE … TEMPLATE fails while another clone of the same template is being made.
     for (let attempt = 0; ; attempt++) {
@@ -35,7 +35,7 @@ export async function createTestDatabase(options: { poolSize?: number } = {}): P
   }
   const url = databaseUrl(adminUrl, name);
   const db = createDb(url, { max: options.poolSize ?? 20 });
-  const sql = postgres(url, { max: 2, onnotice: () => {} });
+  const sql = pgClient(url, { max: 2, onnotice: () => {} });
   return {
     url,
     db,
@@ -43,7 +43,7 @@ export async function createTestDatabase(options: { poolSize?: number } = {}): P
     async drop() {
       await closeDb(db);
       await sql.end();
-      const dropper = postgres(adminUrl, { max: 1, onnotice: () => {} });
+      const dropper = pgClient(adminUrl, { max: 1, onnotice: () => {} });
       await dropper.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
       await dropper.end();
     },

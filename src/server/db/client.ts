@@ -13,8 +13,22 @@ export interface CreateDbOptions {
   statementTimeoutMs?: number;
 }
 
+/**
+ * A postgres.js client for a connection string. Understands libpq's Unix-socket
+ * form, `postgres://user@localhost:5432/db?host=/run/postgresql` (the socket
+ * folder in `host`), which postgres.js would otherwise send to the server as a
+ * setting; the embedded server is reached that way (see scripts/lib/embedded-postgres.ts).
+ */
+export function pgClient(url: string, options: postgres.Options<Record<string, postgres.PostgresType>> = {}) {
+  const parsed = new URL(url);
+  const socketDir = parsed.searchParams.get("host");
+  if (!socketDir?.startsWith("/")) return postgres(url, options);
+  parsed.searchParams.delete("host");
+  return postgres(parsed.toString(), { ...options, host: socketDir });
+}
+
 export function createDb(url: string, options: CreateDbOptions = {}): Db {
-  const client = postgres(url, {
+  const client = pgClient(url, {
     max: options.max ?? 10,
     onnotice: () => {},
     connection: {

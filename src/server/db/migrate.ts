@@ -2,7 +2,7 @@ import { fileURLToPath } from "node:url";
 import { drizzle } from "drizzle-orm/postgres-js";
 import { migrate } from "drizzle-orm/postgres-js/migrator";
 import { Logger, runMigrations as runQueueMigrations } from "graphile-worker";
-import postgres from "postgres";
+import { pgClient } from "./client";
 
 const quietLogger = new Logger(() => () => {});
 
@@ -17,7 +17,7 @@ const MIGRATION_LOCK_KEY = 7_284_110_001;
  * turns, and the later ones find nothing left to apply.
  */
 export async function runMigrations(url: string): Promise<void> {
-  const client = postgres(url, { max: 1, onnotice: () => {} });
+  const client = pgClient(url, { max: 1, onnotice: () => {} });
   try {
     await client`SELECT pg_advisory_lock(${MIGRATION_LOCK_KEY})`;
     try {

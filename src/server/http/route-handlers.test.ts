@@ -10,6 +10,17 @@ const entry = (route: string, module: Record<string, RouteHandler>) => ({
   module,
 });
 const ok: RouteHandler = async (_req, { params }) => Response.json(await params);
+const echo: RouteHandler = async (req, { params }) =>
+  Response.json({ id: (await params).id, body: await req.text(), q: new URL(req.url).search });
+const withCookies: RouteHandler = () => {
+  const headers = new Headers({ "x-one": "1" });
+  headers.append("set-cookie", "a=1; Path=/");
+  headers.append("set-cookie", "b=2; Path=/");
+  return new Response("hello", { status: 201, headers });
+};
+const broken: RouteHandler = () => {
+  throw new Error("boom");
+};
 
 describe("route discovery", () => {
   it("finds every route handler of the app, and every one lives under a prefix served directly", () => {
@@ -43,21 +54,8 @@ describe("serving route handlers over Node's HTTP server", () => {
 
   beforeAll(async () => {
     const table = new RouteTable([
-      entry("/api/echo/[id]", {
-        POST: async (req, { params }) =>
-          Response.json({ id: (await params).id, body: await req.text(), q: new URL(req.url).search }),
-        GET: () => {
-          const headers = new Headers({ "x-one": "1" });
-          headers.append("set-cookie", "a=1; Path=/");
-          headers.append("set-cookie", "b=2; Path=/");
-          return new Response("hello", { status: 201, headers });
-        },
-      }),
-      entry("/api/broken", {
-        GET: () => {
-          throw new Error("boom");
-        },
-      }),
+      entry("/api/echo/[id]", { POST: echo, GET: withCookies }),
+      entry("/api/broken", { GET: broken }),
     ]);
     server = createServer((req, res) => {
       if (!table.serve(req, res, onError)) {
