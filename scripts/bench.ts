@@ -2,6 +2,8 @@
  * `npm run bench`: throughput, latency, memory and correctness of the idempotent
  * paths, over real HTTP against the built app on a fresh database.
  *   --duration=S      seconds per load scenario (default 10)
+ *   --warmup=S        seconds of warm-up on each path before measuring (default 3)
+ *   --rounds=N        interleaved rounds of baseline and first execution (default 3)
  *   --connections=N   concurrent connections (default 20)
  *   --storm=N         copies in the duplicate storm (default 500)
  *   --orders=N        paid orders in the callback storm (default 100), 10 notifications each
@@ -22,6 +24,7 @@ import { createPayment } from "../src/server/payments/create-payment";
 import { signBody } from "../src/server/provider/contract";
 import { type AppProcess, startAppProcess } from "./lib/app-process";
 import { ensureBuild } from "./lib/build";
+import { CpuMeter, processCpuMs } from "./lib/cpu";
 import { startThrowawayPostgres } from "./lib/embedded-postgres";
 import { freePort } from "./lib/free-port";
 
@@ -33,6 +36,8 @@ const args = new Map(
 );
 const tiny = args.has("tiny");
 const DURATION = Number(args.get("duration") ?? (tiny ? 1 : 10));
+const WARMUP = Number(args.get("warmup") ?? (tiny ? 1 : 3));
+const ROUNDS = Number(args.get("rounds") ?? (tiny ? 1 : 3));
 const CONNECTIONS = Number(args.get("connections") ?? (tiny ? 4 : 20));
 const STORM = Number(args.get("storm") ?? (tiny ? 50 : 500));
 const PAID = Number(args.get("orders") ?? (tiny ? 5 : 100));
@@ -41,6 +46,9 @@ const SECRET = "whsec_bench_secret_0123456789";
 interface Row {
   scenario: string;
   requestsPerSec: number;
+  /** CPU per request of the app process(es) (for the floor: this process) and of PostgreSQL. */
+  appCpuMs?: number;
+  dbCpuMs?: number;
   p50Ms: number;
   p99Ms: number;
   peakRssMb: number | null;
@@ -83,21 +91,47 @@ async function sessionCookie(url: string): Promise<string> {
   return (response.headers.get("set-cookie") ?? "").split(";")[0] ?? "";
 }
 
+/** Several runs of one scenario as one: requests over total time, mean p50, worst p99. */
+function combine(runs: autocannon.Result[]): autocannon.Result {
+  const sum = (f: (r: autocannon.Result) => number) => runs.reduce((total, r) => total + f(r), 0);
+  const seconds = sum((r) => r.duration);
+  const [firstRun] = runs;
+  if (!firstRun) throw new Error("no runs to combine");
+  return {
+    ...firstRun,
+    duration: seconds,
+    "2xx": sum((r) => r["2xx"]),
+    non2xx: sum((r) => r.non2xx),
+    errors: sum((r) => r.errors),
+    requests: {
+      ...firstRun.requests,
+      total: sum((r) => r.requests.total),
+      average: sum((r) => r.requests.total) / seconds,
+    },
+    latency: {
+      ...firstRun.latency,
+      p50: Math.round(sum((r) => r.latency.p50) / runs.length),
+      p99: Math.max(...runs.map((r) => r.latency.p99)),
+    },
+  };
+}
+
 function run(opts: autocannon.Options): Promise<autocannon.Result> {
   return new Promise((resolve, reject) => {
     autocannon(opts, (err, result) => (err ? reject(err) : resolve(result)));
   });
 }
 
-/** Keys handed out to requests so far (in-flight ones at the end included). */
+/** Keys handed to checkout.createOrder requests so far (in-flight ones at the end included). */
 const sent = { count: 0 };
+const CREATE_ORDER = "/api/trpc/checkout.createOrder";
 
 function orderLoad(
   url: string,
   cookie: string,
   keys: string[],
   start = 0,
-  procedure = "/api/trpc/checkout.createOrder",
+  procedure = CREATE_ORDER,
 ): autocannon.Options {
   let i = start;
   return {
@@ -110,7 +144,7 @@ function orderLoad(
       {
         setupRequest: (req) => {
           const key = keys[i++ % keys.length] ?? randomUUID();
-          sent.count++;
+          if (procedure === CREATE_ORDER) sent.count++;
           return {
             ...req,
             body: JSON.stringify({ json: { requestId: key, items: [{ skuId: "SKU-MUG", quantity: 1 }] } }),
@@ -163,10 +197,14 @@ async function main() {
   try {
     const cookie = await sessionCookie(app.baseUrl);
     const userId = decodeURIComponent(cookie.split("=")[1] ?? "").split(".")[0] ?? "";
-    const add = (scenario: string, r: autocannon.Result, correctness: string, ok: boolean) =>
+    const appCpu = () => processCpuMs(app.child.pid);
+    const meter = () => new CpuMeter(appCpu);
+    const total = (r: autocannon.Result) => r.requests.total;
+    const add = (scenario: string, r: autocannon.Result, correctness: string, ok: boolean, cpu: CpuMeter) =>
       rows.push({
         scenario,
         requestsPerSec: Math.round(r.requests.average),
+        ...cpu.perRequest(),
         p50Ms: r.latency.p50,
         p99Ms: r.latency.p99,
         peakRssMb: peakRssMb(app.child),
@@ -174,19 +212,50 @@ async function main() {
         ok: ok && r.non2xx === 0 && r.errors === 0,
       });
 
-    log("1. baseline: the same procedure stack and insert, no idempotency record");
-    const baselineKeys = Array.from({ length: 200_000 }, () => randomUUID());
-    // Its own shopper, so its orders stay out of the counts below.
-    const baselineCookie = await sessionCookie(app.baseUrl);
-    const baseline = await run(
-      orderLoad(app.baseUrl, baselineCookie, baselineKeys, 0, "/api/bench/trpc/placeOrderUnprotected"),
-    );
-    add("1 baseline (no protection)", baseline, `${baseline.non2xx} errors`, true);
+    // JIT, statement caches and pool connections warm up on a shopper of its own, for both paths alike.
+    log(`warm-up: ${WARMUP}s on each path`);
+    const warmCookie = await sessionCookie(app.baseUrl);
+    for (const procedure of ["/api/bench/trpc/placeOrderUnprotected", CREATE_ORDER]) {
+      const warmKeys = Array.from({ length: 50_000 }, () => randomUUID());
+      await run({ ...orderLoad(app.baseUrl, warmCookie, warmKeys, 0, procedure), duration: WARMUP });
+    }
 
-    log("2. first execution: unique keys through checkout.createOrder");
-    const keys = Array.from({ length: 200_000 }, () => randomUUID());
+    // 1 and 2 alternate in short rounds, so drift on a shared machine hits both alike.
+    log(`1 + 2. baseline and first execution, ${ROUNDS} interleaved rounds of ${DURATION / ROUNDS}s each`);
+    // The baseline has its own shopper, so its orders stay out of the counts below.
+    const baselineCookie = await sessionCookie(app.baseUrl);
+    const baselineRuns: autocannon.Result[] = [];
+    const firstRuns: autocannon.Result[] = [];
+    const baselineCpu = meter();
+    const firstCpu = meter();
     sent.count = 0;
-    const first = await run(orderLoad(app.baseUrl, cookie, keys));
+    for (let round = 0; round < ROUNDS; round++) {
+      const slice = { duration: DURATION / ROUNDS };
+      const baselineKeys = Array.from({ length: 100_000 }, () => randomUUID());
+      baselineRuns.push(
+        await baselineCpu.measure(
+          () =>
+            run({
+              ...orderLoad(
+                app.baseUrl,
+                baselineCookie,
+                baselineKeys,
+                0,
+                "/api/bench/trpc/placeOrderUnprotected",
+              ),
+              ...slice,
+            }),
+          total,
+        ),
+      );
+      const firstKeys = Array.from({ length: 100_000 }, () => randomUUID());
+      firstRuns.push(
+        await firstCpu.measure(() => run({ ...orderLoad(app.baseUrl, cookie, firstKeys), ...slice }), total),
+      );
+    }
+    const baseline = combine(baselineRuns);
+    add("1 baseline (no protection)", baseline, `${baseline.non2xx} errors`, true, baselineCpu);
+    const first = combine(firstRuns);
     const created = await settled(`SELECT count(*)::int AS n FROM orders WHERE user_id = '${userId}'`);
     // autocannon stops with requests in flight: they may commit without being counted, never twice.
     add(
@@ -194,32 +263,47 @@ async function main() {
       first,
       `${created} orders for ${first["2xx"]} answered / ${sent.count} sent`,
       created >= first["2xx"] && created <= sent.count,
+      firstCpu,
     );
 
     log("3. replay: the same keys again");
     const replayKeys = (
       await db.$client<{ request_id: string }[]>`SELECT request_id FROM orders WHERE user_id = ${userId}`
     ).map((r) => r.request_id);
-    const replay = await run(orderLoad(app.baseUrl, cookie, replayKeys));
+    const replayCpu = meter();
+    const replay = await replayCpu.measure(() => run(orderLoad(app.baseUrl, cookie, replayKeys)), total);
     const afterReplay = await settled(`SELECT count(*)::int AS n FROM orders WHERE user_id = '${userId}'`);
-    add("3 replay", replay, `${afterReplay - created} new orders (must be 0)`, afterReplay === created);
+    add(
+      "3 replay",
+      replay,
+      `${afterReplay - created} new orders (must be 0)`,
+      afterReplay === created,
+      replayCpu,
+    );
 
     log(`4. duplicate storm: ${STORM} concurrent copies of one key`);
     const stormKey = randomUUID();
     const started = Date.now();
     const latencies: number[] = [];
-    const answers = await Promise.all(
-      Array.from({ length: STORM }, async () => {
-        const t0 = performance.now();
-        const res = await fetch(`${app.baseUrl}/api/trpc/checkout.createOrder`, {
-          method: "POST",
-          headers: { "content-type": "application/json", cookie },
-          body: JSON.stringify({ json: { requestId: stormKey, items: [{ skuId: "SKU-MUG", quantity: 1 }] } }),
-        });
-        const body = (await res.json()) as { result?: { data: { json: { orderId: string } } } };
-        latencies.push(performance.now() - t0);
-        return { status: res.status, orderId: body.result?.data.json.orderId };
-      }),
+    const stormCpu = meter();
+    const answers = await stormCpu.measure(
+      () =>
+        Promise.all(
+          Array.from({ length: STORM }, async () => {
+            const t0 = performance.now();
+            const res = await fetch(`${app.baseUrl}/api/trpc/checkout.createOrder`, {
+              method: "POST",
+              headers: { "content-type": "application/json", cookie },
+              body: JSON.stringify({
+                json: { requestId: stormKey, items: [{ skuId: "SKU-MUG", quantity: 1 }] },
+              }),
+            });
+            const body = (await res.json()) as { result?: { data: { json: { orderId: string } } } };
+            latencies.push(performance.now() - t0);
+            return { status: res.status, orderId: body.result?.data.json.orderId };
+          }),
+        ),
+      () => STORM,
     );
     const stormSeconds = (Date.now() - started) / 1000;
     latencies.sort((a, b) => a - b);
@@ -229,6 +313,7 @@ async function main() {
     rows.push({
       scenario: `4 duplicate storm (${STORM})`,
       requestsPerSec: Math.round(STORM / stormSeconds),
+      ...stormCpu.perRequest(),
       p50Ms: Math.round(latencies[Math.floor(latencies.length * 0.5)] ?? 0),
       p99Ms: Math.round(latencies[Math.floor(latencies.length * 0.99)] ?? 0),
       peakRssMb: peakRssMb(app.child),
@@ -237,7 +322,7 @@ async function main() {
     });
 
     log(`5. callback storm: ${PAID} orders × 10 concurrent signed notifications`);
-    const payments = [];
+    const payments: Awaited<ReturnType<typeof createPayment>>[] = [];
     for (let i = 0; i < PAID; i++) {
       const order = await createOrder(db, userId, {
         requestId: randomUUID(),
@@ -258,35 +343,40 @@ async function main() {
     const cbStart = Date.now();
     const cbLatencies: number[] = [];
     let cbFailures = 0;
-    await Promise.all(
-      payments.map(async (p, i) => {
-        const body = JSON.stringify({
-          id: `evt_bench_${i}`,
-          type: "payment.succeeded",
-          app_id: "app_checkout_demo",
-          out_trade_no: p.outTradeNo,
-          transaction_id: `T_BENCH_${i}`,
-          amount_cents: p.amountCents,
-          currency: p.currency,
-          created_at: new Date().toISOString(),
-        });
-        await Promise.all(
-          Array.from({ length: 10 }, async () => {
-            const t0 = performance.now();
-            const res = await fetch(`${app.baseUrl}/api/payments/notify`, {
-              method: "POST",
-              headers: {
-                "content-type": "application/json",
-                "provider-signature": signBody(SECRET, body, Math.floor(Date.now() / 1000)),
-              },
-              body,
+    const callbackCpu = meter();
+    await callbackCpu.measure(
+      () =>
+        Promise.all(
+          payments.map(async (p, i) => {
+            const body = JSON.stringify({
+              id: `evt_bench_${i}`,
+              type: "payment.succeeded",
+              app_id: "app_checkout_demo",
+              out_trade_no: p.outTradeNo,
+              transaction_id: `T_BENCH_${i}`,
+              amount_cents: p.amountCents,
+              currency: p.currency,
+              created_at: new Date().toISOString(),
             });
-            await res.text();
-            cbLatencies.push(performance.now() - t0);
-            if (res.status !== 200) cbFailures++;
+            await Promise.all(
+              Array.from({ length: 10 }, async () => {
+                const t0 = performance.now();
+                const res = await fetch(`${app.baseUrl}/api/payments/notify`, {
+                  method: "POST",
+                  headers: {
+                    "content-type": "application/json",
+                    "provider-signature": signBody(SECRET, body, Math.floor(Date.now() / 1000)),
+                  },
+                  body,
+                });
+                await res.text();
+                cbLatencies.push(performance.now() - t0);
+                if (res.status !== 200) cbFailures++;
+              }),
+            );
           }),
-        );
-      }),
+        ),
+      () => PAID * 10,
     );
     const cbSeconds = (Date.now() - cbStart) / 1000;
     cbLatencies.sort((a, b) => a - b);
@@ -297,6 +387,7 @@ async function main() {
     rows.push({
       scenario: `5 callback storm (${PAID}×10)`,
       requestsPerSec: Math.round((PAID * 10) / cbSeconds),
+      ...callbackCpu.perRequest(),
       p50Ms: Math.round(cbLatencies[Math.floor(cbLatencies.length * 0.5)] ?? 0),
       p99Ms: Math.round(cbLatencies[Math.floor(cbLatencies.length * 0.99)] ?? 0),
       peakRssMb: peakRssMb(app.child),
@@ -311,17 +402,23 @@ async function main() {
     const twoKeys = Array.from({ length: 200_000 }, () => randomUUID());
     sent.count = 0;
     const before6 = await count(`SELECT count(*)::int AS n FROM orders WHERE user_id = '${userId}'`);
-    const [a, b] = await Promise.all([
-      run({ ...orderLoad(app.baseUrl, cookie, twoKeys, 0), connections: Math.max(1, CONNECTIONS / 2) }),
-      run({
-        ...orderLoad(second.baseUrl, cookie2, twoKeys, 100_000),
-        connections: Math.max(1, CONNECTIONS / 2),
-      }),
-    ]);
+    const twoCpu = new CpuMeter(() => appCpu() + processCpuMs(second.child.pid));
+    const [a, b] = await twoCpu.measure(
+      () =>
+        Promise.all([
+          run({ ...orderLoad(app.baseUrl, cookie, twoKeys, 0), connections: Math.max(1, CONNECTIONS / 2) }),
+          run({
+            ...orderLoad(second.baseUrl, cookie2, twoKeys, 100_000),
+            connections: Math.max(1, CONNECTIONS / 2),
+          }),
+        ]),
+      ([x, y]) => x.requests.total + y.requests.total,
+    );
     const after6 = await settled(`SELECT count(*)::int AS n FROM orders WHERE user_id = '${userId}'`);
     rows.push({
       scenario: "6 two instances",
       requestsPerSec: Math.round(a.requests.average + b.requests.average),
+      ...twoCpu.perRequest(),
       p50Ms: Math.max(a.latency.p50, b.latency.p50),
       p99Ms: Math.max(a.latency.p99, b.latency.p99),
       peakRssMb: Math.max(peakRssMb(app.child) ?? 0, peakRssMb(second.child) ?? 0),
@@ -337,28 +434,38 @@ async function main() {
     let floorDone = 0;
     const floorLatencies: number[] = [];
     const floorUser = randomUUID();
-    await Promise.all(
-      Array.from({ length: CONNECTIONS }, async () => {
-        while (Date.now() < floorEnd) {
-          const t0 = performance.now();
-          await createOrder(
-            db,
-            floorUser,
-            { requestId: randomUUID(), items: [{ skuId: "SKU-MUG", quantity: 1 }] },
-            {
-              idempotency: DEFAULT_IDEMPOTENCY_CONFIG,
-            },
-          );
-          floorLatencies.push(performance.now() - t0);
-          floorDone++;
-        }
-      }),
+    // The app side here is this process: the same createOrder, without HTTP.
+    const floorCpu = new CpuMeter(() => {
+      const own = process.cpuUsage();
+      return (own.user + own.system) / 1000;
+    });
+    await floorCpu.measure(
+      () =>
+        Promise.all(
+          Array.from({ length: CONNECTIONS }, async () => {
+            while (Date.now() < floorEnd) {
+              const t0 = performance.now();
+              await createOrder(
+                db,
+                floorUser,
+                { requestId: randomUUID(), items: [{ skuId: "SKU-MUG", quantity: 1 }] },
+                {
+                  idempotency: DEFAULT_IDEMPOTENCY_CONFIG,
+                },
+              );
+              floorLatencies.push(performance.now() - t0);
+              floorDone++;
+            }
+          }),
+        ),
+      () => floorDone,
     );
     floorLatencies.sort((x, y) => x - y);
     const floorOrders = await count(`SELECT count(*)::int AS n FROM orders WHERE user_id = '${floorUser}'`);
     rows.push({
       scenario: "7 database floor (no HTTP)",
       requestsPerSec: Math.round(floorDone / DURATION),
+      ...floorCpu.perRequest(),
       p50Ms: Math.round(floorLatencies[Math.floor(floorLatencies.length * 0.5)] ?? 0),
       p99Ms: Math.round(floorLatencies[Math.floor(floorLatencies.length * 0.99)] ?? 0),
       peakRssMb: Math.round(process.memoryUsage().rss / 1024 / 1024),
@@ -380,11 +487,11 @@ function report(rows: Row[]) {
     firstOverDatabaseFloor: by("2") / Math.max(1, by("7")),
   };
   const table = [
-    "| scenario | req/s | p50 ms | p99 ms | peak RSS MB | correctness |",
-    "|---|---:|---:|---:|---:|---|",
+    "| scenario | req/s | p50 ms | p99 ms | app CPU ms/req | db CPU ms/req | peak RSS MB | correctness |",
+    "|---|---:|---:|---:|---:|---:|---:|---|",
     ...rows.map(
       (r) =>
-        `| ${r.scenario} | ${r.requestsPerSec} | ${r.p50Ms} | ${r.p99Ms} | ${r.peakRssMb ?? "?"} | ${r.ok ? "✓" : "✗"} ${r.correctness} |`,
+        `| ${r.scenario} | ${r.requestsPerSec} | ${r.p50Ms} | ${r.p99Ms} | ${r.appCpuMs ?? "?"} | ${r.dbCpuMs ?? "?"} | ${r.peakRssMb ?? "?"} | ${r.ok ? "✓" : "✗"} ${r.correctness} |`,
     ),
   ].join("\n");
   console.log(`\n${table}\n`);

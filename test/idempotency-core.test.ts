@@ -63,6 +63,15 @@ async function record(key: string, scope = "shopper-1") {
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/** A promise and the function that settles it: holds an operation inside its execute step. */
+function gate(): { opened: Promise<void>; open: () => void } {
+  let open: () => void = () => {};
+  const opened = new Promise<void>((resolve) => {
+    open = resolve;
+  });
+  return { opened, open };
+}
+
 describe("idempotency core", () => {
   it("executes once, then replays the stored result without writing", async () => {
     const key = randomUUID();
@@ -156,15 +165,12 @@ describe("idempotency core", () => {
 
   it("answers REQUEST_IN_PROGRESS when the holder outlasts the wait", async () => {
     const key = randomUUID();
-    let finish: () => void = () => {};
-    const gate = new Promise<void>((resolve) => {
-      finish = resolve;
-    });
+    const held = gate();
     const holder = runIdempotent(
       t.db,
       operation(key, {
         execute: async (tx) => {
-          await gate;
+          await held.opened;
           return writeEffect(tx, key);
         },
       }),
@@ -177,7 +183,7 @@ describe("idempotency core", () => {
       details: { retryable: true },
     });
     expect(Date.now() - started).toBeGreaterThanOrEqual(250);
-    finish();
+    held.open();
     await holder;
     const replay = await runIdempotent(t.db, operation(key), config);
     expect(replay.replayed).toBe(true);
@@ -206,6 +212,96 @@ describe("idempotency core", () => {
     });
     expect(await effects(key)).toBe(1);
     expect(await record(key)).toMatchObject({ status: "SUCCESS" });
+  });
+
+  it("rolls back a holder whose lease was taken over while its transaction was still open", async () => {
+    const key = randomUUID();
+    const short = { ...config, leaseMs: 150 };
+    const held = gate();
+    const slow = runIdempotent(
+      t.db,
+      operation(key, {
+        execute: async (tx) => {
+          const written = await writeEffect(tx, key); // inside the open transaction
+          await held.opened;
+          return written;
+        },
+      }),
+      short,
+    );
+    await sleep(300);
+    const taker = await runIdempotent(t.db, operation(key), short);
+    expect(taker.replayed).toBe(false);
+    held.open();
+    // Its outcome and its COMMIT went out together; the failed store turned the COMMIT into a ROLLBACK.
+    await expect(slow).rejects.toMatchObject({ code: "IDEMPOTENCY_LEASE_LOST" });
+    expect(await effects(key)).toBe(1);
+    expect(await record(key)).toMatchObject({ status: "SUCCESS", biz_id: String(taker.result.effectId) });
+  });
+
+  it("never hands a connection back inside a transaction, whatever happened on it", async () => {
+    const small = await createTestDatabase({ poolSize: 3 });
+    try {
+      await small.sql`CREATE TABLE effect (id serial PRIMARY KEY, label text NOT NULL)`;
+      const run = (op: IdempotentOperation<unknown>) => runIdempotent(small.db, op, config).catch(() => {});
+      const key = randomUUID();
+      await Promise.all([
+        ...Array.from({ length: 10 }, () => run(operation(key))), // one first, the rest replays
+        run(operation(key, { request: { label: "other" } })), // payload mismatch
+        run(
+          operation(randomUUID(), {
+            execute: async () => {
+              throw new DomainError("OUT_OF_STOCK", "sold out");
+            },
+          }),
+        ),
+        run(
+          operation(randomUUID(), {
+            execute: async () => {
+              throw Object.assign(new Error("reset"), { code: "ECONNRESET" });
+            },
+          }),
+        ),
+        run(
+          operation(randomUUID(), {
+            execute: async (tx) => {
+              await tx.execute(dsql`SELECT 1 / 0`); // a statement that fails inside the transaction
+              return { result: { effectId: 0, label: "never" } };
+            },
+          }),
+        ),
+      ]);
+      const open = await small.sql<{ n: number }[]>`
+        SELECT count(*)::int AS n FROM pg_stat_activity
+         WHERE datname = current_database() AND state LIKE 'idle in transaction%'`;
+      expect(open[0]?.n).toBe(0);
+      // And the pool still works: three connections, twenty more first executions.
+      const more = await Promise.all(
+        Array.from({ length: 20 }, () => runIdempotent(small.db, operation(randomUUID()), config)),
+      );
+      expect(more.every((r) => !r.replayed)).toBe(true);
+    } finally {
+      await small.drop();
+    }
+  });
+
+  it("runs 60 concurrent copies exactly once on a pool of 4 connections", async () => {
+    const tiny = await createTestDatabase({ poolSize: 4 });
+    try {
+      await tiny.sql`CREATE TABLE effect (id serial PRIMARY KEY, label text NOT NULL)`;
+      const key = randomUUID();
+      const results = await Promise.all(
+        Array.from({ length: 60 }, () => runIdempotent(tiny.db, operation(key), config)),
+      );
+      expect(results.filter((r) => !r.replayed)).toHaveLength(1);
+      expect(new Set(results.map((r) => r.result.effectId)).size).toBe(1);
+      const [row] = await tiny.sql<
+        { n: number }[]
+      >`SELECT count(*)::int AS n FROM effect WHERE label = ${key}`;
+      expect(row?.n).toBe(1);
+    } finally {
+      await tiny.drop();
+    }
   });
 
   it("takes over a lease only once when many duplicates find it expired together", async () => {

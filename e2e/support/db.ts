@@ -1,12 +1,13 @@
 import type { BrowserContext } from "@playwright/test";
-import postgres from "postgres";
+import type postgres from "postgres";
+import { pgClient } from "../../src/server/db/client";
 import { e2eDatabaseUrl } from "./config";
 
 let sql: postgres.Sql | undefined;
 
 /** The app's own database, to check what the clicks really did. */
 export function database(): postgres.Sql {
-  sql ??= postgres(e2eDatabaseUrl(process.env.DATABASE_URL), { max: 2, onnotice: () => {} });
+  sql ??= pgClient(e2eDatabaseUrl(process.env.DATABASE_URL), { max: 2, onnotice: () => {} });
   return sql;
 }
 

@@ -1,4 +1,6 @@
+import type { PgDialect } from "drizzle-orm/pg-core";
 import { drizzle, type PostgresJsDatabase } from "drizzle-orm/postgres-js";
+import { PostgresJsSession, PostgresJsTransaction } from "drizzle-orm/postgres-js/session";
 import postgres from "postgres";
 import * as schema from "./schema";
 
@@ -27,6 +29,41 @@ export function pgClient(url: string, options: postgres.Options<Record<string, p
   return postgres(parsed.toString(), { ...options, host: socketDir });
 }
 
+/**
+ * drizzle's postgres.js driver sends every ordinary query unprepared
+ * (`unsafe(query, params, { prepare: false })`, drizzle-orm#6096), and postgres.js
+ * then describes each parameterised statement before binding it: two round trips
+ * per query, and nothing else can be pipelined behind it. This hands drizzle a
+ * client whose queries — in transactions and on held connections too — are named
+ * prepared statements, cached per connection: one round trip each after the first.
+ * Our statements are a bounded set of shapes, so the per-connection cache stays small.
+ */
+function preparedByDefault<S extends postgres.Sql>(sql: S): S {
+  return new Proxy(sql, {
+    get(target, property, receiver) {
+      switch (property) {
+        case "unsafe":
+          return (query: string, params?: never[], options?: postgres.UnsafeQueryOptions) =>
+            target.unsafe(query, params, { ...options, prepare: true });
+        case "begin":
+        case "savepoint":
+          return (...args: unknown[]) => {
+            const callback = args.pop() as (scoped: postgres.Sql) => unknown;
+            const method = Reflect.get(target, property) as (...a: unknown[]) => unknown;
+            return method.apply(target, [
+              ...args,
+              (scoped: postgres.Sql) => callback(preparedByDefault(scoped)),
+            ]);
+          };
+        case "reserve":
+          return async () => preparedByDefault(await target.reserve());
+        default:
+          return Reflect.get(target, property, receiver);
+      }
+    },
+  });
+}
+
 export function createDb(url: string, options: CreateDbOptions = {}): Db {
   const client = pgClient(url, {
     max: options.max ?? 10,
@@ -36,9 +73,42 @@ export function createDb(url: string, options: CreateDbOptions = {}): Db {
       ...(options.statementTimeoutMs ? { statement_timeout: options.statementTimeoutMs } : {}),
     },
   });
-  return drizzle({ client, schema, casing: "snake_case" });
+  return drizzle({ client: preparedByDefault(client), schema, casing: "snake_case" });
 }
 
 export async function closeDb(db: Db): Promise<void> {
   await db.$client.end({ timeout: 5 });
+}
+
+/**
+ * One pooled connection, held until `release()`, on which the caller sends BEGIN,
+ * COMMIT and ROLLBACK itself. `tx` is the same drizzle transaction object that
+ * `db.transaction()` hands its callback, bound to this connection, so business
+ * code cannot tell the difference (nested transactions are not supported).
+ *
+ * Why not `db.transaction()`: it waits for BEGIN before the first statement and
+ * sends COMMIT only after the last one has answered. Statements issued together
+ * on one connection travel in one write, and on this machine each round trip to
+ * PostgreSQL costs more CPU than building and running the statement; the
+ * idempotency core sends its own statements alongside BEGIN, the business
+ * transaction's first read and COMMIT.
+ */
+export interface HeldConnection {
+  tx: Tx;
+  /** Raw statements on the same connection (BEGIN, COMMIT, ROLLBACK). */
+  sql: postgres.ReservedSql;
+  release(): void;
+}
+
+export async function holdConnection(db: Db): Promise<HeldConnection> {
+  const reserved = await db.$client.reserve();
+  // The pool's own session carries the dialect (casing) and the parsed schema; reuse them.
+  const root = db._.session as unknown as {
+    dialect: PgDialect;
+    schema: ConstructorParameters<typeof PostgresJsTransaction>[2];
+    options: ConstructorParameters<typeof PostgresJsSession>[3];
+  };
+  const session = new PostgresJsSession(reserved, root.dialect, root.schema, root.options);
+  const tx = new PostgresJsTransaction(root.dialect, session as never, root.schema) as unknown as Tx;
+  return { tx, sql: reserved, release: () => reserved.release() };
 }

@@ -1,6 +1,6 @@
-import { and, eq, sql } from "drizzle-orm";
-import type { Db, Tx } from "../db/client";
-import { idempotencyRecord } from "../db/schema";
+import { sql } from "drizzle-orm";
+import type postgres from "postgres";
+import { type Db, type HeldConnection, holdConnection, type Tx } from "../db/client";
 import {
   DomainError,
   type DomainErrorCode,
@@ -95,11 +95,47 @@ interface StoredError {
 }
 
 const ms = (value: number) => sql`(now() + ${value} * interval '1 millisecond')`;
-const leaseColumns = {
-  recordId: idempotencyRecord.id,
-  leaseVersion: idempotencyRecord.leaseVersion,
-  expiresAt: idempotencyRecord.expiresAt,
-};
+
+/** Statements the core sends itself go straight to the held connection, in the order issued. */
+type Conn = postgres.ReservedSql;
+
+interface RecordRow {
+  id: string | number;
+  fingerprint: string;
+  status: "PROCESSING" | "SUCCESS" | "FAILED";
+  response_body: unknown;
+  biz_id: string | null;
+  lease_version: number;
+  expires_at: string | Date;
+  lease_live: boolean;
+  expired: boolean;
+}
+
+type LeaseRow = { record_id: string | number; lease_version: number; expires_at: string | Date };
+
+function claimStatement(
+  sql: postgres.Sql,
+  ref: KeyRef,
+  requestFingerprint: string,
+  config: IdempotencyConfig,
+) {
+  return sql<LeaseRow[]>`
+    INSERT INTO idempotency_record
+           (user_id, biz_type, idempotency_key, fingerprint, status, locked_until, expires_at)
+    VALUES (${ref.scope}, ${ref.bizType}, ${ref.key}, ${requestFingerprint}, 'PROCESSING',
+            now() + ${config.leaseMs} * interval '1 millisecond',
+            now() + ${config.ttlMs} * interval '1 millisecond')
+    ON CONFLICT (user_id, biz_type, idempotency_key) DO NOTHING
+    RETURNING id AS record_id, lease_version, expires_at`;
+}
+
+function recordStatement(sql: postgres.Sql, ref: KeyRef) {
+  return sql<RecordRow[]>`
+    SELECT id, fingerprint, status, response_body, biz_id, lease_version, expires_at,
+           coalesce(locked_until > now(), false) AS lease_live, expires_at <= now() AS expired
+      FROM idempotency_record
+     WHERE user_id = ${ref.scope} AND biz_type = ${ref.bizType} AND idempotency_key = ${ref.key}`;
+}
 
 export async function runIdempotent<T>(
   db: Db,
@@ -117,11 +153,7 @@ export async function runIdempotent<T>(
     });
   try {
     const requestFingerprint = fingerprintOf(op.bizType, op.request);
-    const acquired = await acquire(db, op, requestFingerprint, config);
-    const result =
-      acquired.kind === "stored"
-        ? replay<T>(acquired.outcome)
-        : await executeUnderLease(db, acquired.lease, op);
+    const result = await claimAndExecute(db, op, requestFingerprint, config);
     emit(result.replayed ? "replayed" : "first");
     return result;
   } catch (error) {
@@ -147,6 +179,51 @@ function outcomeOfFailure(error: unknown, storedErrors: readonly DomainErrorCode
 }
 
 /**
+ * The common case in as few round trips as the rules allow: the claim (committed
+ * on its own) and the BEGIN of the business transaction travel together, so a
+ * first request is already in its transaction when it learns it owns the key;
+ * a replay reads the record and closes the empty transaction together.
+ */
+async function claimAndExecute<T>(
+  db: Db,
+  op: IdempotentOperation<T>,
+  requestFingerprint: string,
+  config: IdempotencyConfig,
+): Promise<IdempotentResult<T>> {
+  const conn = await guard(() => holdConnection(db));
+  let existing: RecordRow | undefined;
+  try {
+    const [claimed, began] = await Promise.allSettled([
+      claimStatement(conn.sql, op, requestFingerprint, config).execute(),
+      conn.sql`BEGIN`.execute(),
+    ]);
+    if (claimed.status === "rejected") throw claimed.reason;
+    const lease = toLease(claimed.value[0]);
+    if (began.status === "rejected") {
+      if (lease) await release(conn.sql, lease);
+      throw began.reason;
+    }
+    if (lease) return await executeInTransaction(conn, lease, op, { begun: true });
+    [[existing]] = await pipelined([recordStatement(conn.sql, op), conn.sql`ROLLBACK`]);
+  } catch (error) {
+    // Never hand the connection back inside a transaction.
+    await rollback(conn.sql);
+    throw isTransientError(error) ? serviceUnavailable(error) : error;
+  } finally {
+    conn.release();
+  }
+  const deadline = Date.now() + config.waitMs;
+  const found = await settle(db, existing, requestFingerprint, config, deadline);
+  if (found !== "again") {
+    return found.kind === "stored" ? replay<T>(found.outcome) : executeUnderLease(db, found.lease, op);
+  }
+  // Someone holds the key: give them a moment before looking again.
+  if (existing?.status === "PROCESSING") await sleep(10);
+  const acquired = await acquire(db, op, requestFingerprint, config, deadline);
+  return acquired.kind === "stored" ? replay<T>(acquired.outcome) : executeUnderLease(db, acquired.lease, op);
+}
+
+/**
  * Claims the key, or returns the outcome stored under it. Concurrent duplicates
  * poll (with backoff) until the holder finishes, its lease expires, or `waitMs`
  * runs out. Every decision is taken by a conditional statement, never by a read
@@ -157,128 +234,166 @@ export async function acquire(
   ref: KeyRef,
   requestFingerprint: string,
   config: IdempotencyConfig,
+  deadline = Date.now() + config.waitMs,
 ): Promise<Acquired> {
-  const deadline = Date.now() + config.waitMs;
+  const sql = db.$client;
   let pause = 10;
   for (;;) {
-    const claimed = await guard(() =>
-      db
-        .insert(idempotencyRecord)
-        .values({
-          userId: ref.scope,
-          bizType: ref.bizType,
-          idempotencyKey: ref.key,
-          fingerprint: requestFingerprint,
-          status: "PROCESSING",
-          lockedUntil: ms(config.leaseMs),
-          expiresAt: ms(config.ttlMs),
-        })
-        .onConflictDoNothing({
-          target: [idempotencyRecord.userId, idempotencyRecord.bizType, idempotencyRecord.idempotencyKey],
-        })
-        .returning(leaseColumns),
-    );
-    if (claimed[0]) return { kind: "owner", lease: claimed[0] };
-
-    const [existing] = await guard(() =>
-      db
-        .select({
-          id: idempotencyRecord.id,
-          fingerprint: idempotencyRecord.fingerprint,
-          status: idempotencyRecord.status,
-          responseBody: idempotencyRecord.responseBody,
-          bizId: idempotencyRecord.bizId,
-          leaseVersion: idempotencyRecord.leaseVersion,
-          expiresAt: idempotencyRecord.expiresAt,
-          leaseLive: sql<boolean>`coalesce(${idempotencyRecord.lockedUntil} > now(), false)`,
-          expired: sql<boolean>`${idempotencyRecord.expiresAt} <= now()`,
-        })
-        .from(idempotencyRecord)
-        .where(keyMatches(ref)),
-    );
-    // Released between our insert and our read: the key is free, claim it again.
-    if (!existing) continue;
-
-    if (existing.expired && !(existing.status === "PROCESSING" && existing.leaseLive)) {
-      const renewed = await renewExpired(db, existing.id, existing.leaseVersion, requestFingerprint, config);
-      if (renewed) return { kind: "owner", lease: renewed };
-      continue;
+    const lease = toLease((await guard(() => claimStatement(sql, ref, requestFingerprint, config)))[0]);
+    if (lease) return { kind: "owner", lease };
+    const [existing] = await guard(() => recordStatement(sql, ref));
+    const found = await settle(db, existing, requestFingerprint, config, deadline);
+    if (found !== "again") return found;
+    if (existing?.status === "PROCESSING") {
+      await sleep(Math.min(pause, Math.max(0, deadline - Date.now())));
+      pause = Math.min(pause * 2, 200);
     }
-    if (existing.fingerprint !== requestFingerprint) {
-      throw new DomainError(
-        "IDEMPOTENCY_KEY_REUSED",
-        "This idempotency key was already used with a different request. Use a new key for a new request.",
-      );
-    }
-    if (existing.status !== "PROCESSING") {
-      return {
-        kind: "stored",
-        outcome: {
-          status: existing.status,
-          responseBody: existing.responseBody,
-          bizId: existing.bizId,
-          expiresAt: existing.expiresAt,
-        },
-      };
-    }
-    if (!existing.leaseLive) {
-      const taken = await takeOver(db, existing.id, existing.leaseVersion, config);
-      if (taken) return { kind: "owner", lease: taken };
-      continue;
-    }
-    const remaining = deadline - Date.now();
-    if (remaining <= 0) {
-      throw new DomainError(
-        "REQUEST_IN_PROGRESS",
-        "A request with this idempotency key is still being processed; retry with the same key.",
-        { retryable: true, retryAfterMs: 1000, keyExpiresAt: existing.expiresAt },
-      );
-    }
-    await sleep(Math.min(pause, remaining));
-    pause = Math.min(pause * 2, 200);
   }
 }
 
 /**
- * Runs the business writes and stores the outcome in one transaction. Storing
- * the outcome is conditional on the lease version and comes last, so a holder
- * whose key was taken over rolls back all its writes; and the record row is
- * locked only for the instant before commit, so duplicates never queue behind
- * a slow holder's transaction (they poll, with a bounded wait).
+ * What an existing record means for this request: its stored outcome, the key
+ * (renewed or taken over), "again" (claim or look again), or an error.
  */
+async function settle(
+  db: Db,
+  existing: RecordRow | undefined,
+  requestFingerprint: string,
+  config: IdempotencyConfig,
+  deadline: number,
+): Promise<Acquired | "again"> {
+  // Released between the claim and the read: the key is free, claim it again.
+  if (!existing) return "again";
+  const recordId = Number(existing.id);
+  if (existing.expired && !(existing.status === "PROCESSING" && existing.lease_live)) {
+    const renewed = await renewExpired(db, recordId, existing.lease_version, requestFingerprint, config);
+    return renewed ? { kind: "owner", lease: renewed } : "again";
+  }
+  if (existing.fingerprint !== requestFingerprint) {
+    throw new DomainError(
+      "IDEMPOTENCY_KEY_REUSED",
+      "This idempotency key was already used with a different request. Use a new key for a new request.",
+    );
+  }
+  const expiresAt = new Date(existing.expires_at);
+  if (existing.status !== "PROCESSING") {
+    return {
+      kind: "stored",
+      outcome: {
+        status: existing.status,
+        responseBody: existing.response_body,
+        bizId: existing.biz_id,
+        expiresAt,
+      },
+    };
+  }
+  if (!existing.lease_live) {
+    const taken = await takeOver(db, recordId, existing.lease_version, config);
+    return taken ? { kind: "owner", lease: taken } : "again";
+  }
+  if (deadline - Date.now() <= 0) {
+    throw new DomainError(
+      "REQUEST_IN_PROGRESS",
+      "A request with this idempotency key is still being processed; retry with the same key.",
+      { retryable: true, retryAfterMs: 1000, keyExpiresAt: expiresAt },
+    );
+  }
+  return "again";
+}
+
+/** Runs the business writes under a lease obtained earlier (a takeover, a renewal, a test). */
 export async function executeUnderLease<T>(
   db: Db,
   lease: Lease,
   op: IdempotentOperation<T>,
 ): Promise<IdempotentResult<T>> {
+  const conn = await guard(() => holdConnection(db));
   try {
-    const outcome = await db.transaction(async (tx) => {
-      const { result, bizId = null } = await op.execute(tx);
-      const stored = await tx
-        .update(idempotencyRecord)
-        .set({
-          status: "SUCCESS",
-          responseBody: result,
-          bizId,
-          lockedUntil: null,
-          updatedAt: sql`now()`,
-        })
-        .where(leaseMatches(lease))
-        .returning({ id: idempotencyRecord.id });
-      if (stored.length === 0) throw leaseLost();
-      return { result, bizId };
-    });
-    return { ...outcome, replayed: false, keyExpiresAt: lease.expiresAt };
-  } catch (error) {
-    if (isDomainError(error, "IDEMPOTENCY_LEASE_LOST")) throw error;
-    if (isDomainError(error) && op.storedErrors.includes(error.code)) {
-      await storeFailure(db, lease, error);
-      error.details.keyExpiresAt = lease.expiresAt;
-      throw error;
-    }
-    await release(db, lease);
-    throw isTransientError(error) ? serviceUnavailable(error) : error;
+    return await executeInTransaction(conn, lease, op, { begun: false });
+  } finally {
+    conn.release();
   }
+}
+
+/**
+ * Runs the business writes and stores the outcome in one transaction. Storing
+ * the outcome is conditional on the lease version and comes last: a holder whose
+ * key was taken over fails there (idempotency_store_outcome raises), so all its
+ * writes roll back — which is what lets the outcome travel in the same write as
+ * COMMIT (an aborted transaction's COMMIT is a ROLLBACK). The record row is
+ * touched only at that last moment, so duplicates never queue behind a slow
+ * holder's transaction; they poll, with a bounded wait.
+ */
+async function executeInTransaction<T>(
+  conn: HeldConnection,
+  lease: Lease,
+  op: IdempotentOperation<T>,
+  { begun }: { begun: boolean },
+): Promise<IdempotentResult<T>> {
+  const { sql } = conn;
+  let outcome: ExecuteResult<T>;
+  try {
+    // When BEGIN has not gone out with the claim, it goes out with the business transaction's first statement.
+    const [began, executed] = await Promise.allSettled([
+      begun ? undefined : sql`BEGIN`.execute(),
+      op.execute(conn.tx),
+    ]);
+    if (began.status === "rejected") throw began.reason;
+    if (executed.status === "rejected") throw executed.reason;
+    outcome = executed.value;
+  } catch (error) {
+    await rollback(sql);
+    return failUnderLease(sql, lease, op, error);
+  }
+  const { result, bizId = null } = outcome;
+  try {
+    await pipelined([
+      sql`SELECT idempotency_store_outcome(${lease.recordId}, ${lease.leaseVersion}, 'SUCCESS',
+                                           ${JSON.stringify(result ?? null)}::jsonb, ${bizId})`,
+      sql`COMMIT`,
+    ]);
+  } catch (error) {
+    // The failed call turned the COMMIT into a ROLLBACK: nothing was written.
+    await rollback(sql);
+    if ((error as { code?: string }).code === LEASE_LOST_SQLSTATE) throw leaseLost();
+    return failUnderLease(sql, lease, op, error);
+  }
+  return { result, bizId, replayed: false, keyExpiresAt: lease.expiresAt };
+}
+
+/** Raised by idempotency_store_outcome (drizzle/0006) when the lease was taken over. */
+const LEASE_LOST_SQLSTATE = "XO001";
+
+/** After a rolled-back attempt: store a declared rejection, or free the key for a retry. */
+async function failUnderLease<T>(
+  sql: Conn,
+  lease: Lease,
+  op: IdempotentOperation<T>,
+  error: unknown,
+): Promise<never> {
+  if (isDomainError(error) && op.storedErrors.includes(error.code)) {
+    await storeFailure(sql, lease, error);
+    error.details.keyExpiresAt = lease.expiresAt;
+    throw error;
+  }
+  await release(sql, lease);
+  throw isTransientError(error) ? serviceUnavailable(error) : error;
+}
+
+/**
+ * Statements issued together on one connection go out in one write; this waits
+ * for all of them (so none is still running afterwards) and throws the first failure.
+ */
+async function pipelined<R extends unknown[]>(statements: { [K in keyof R]: PromiseLike<R[K]> }): Promise<R> {
+  const settled = await Promise.allSettled(statements.map((s) => Promise.resolve(s)));
+  const failed = settled.find((s) => s.status === "rejected");
+  if (failed) throw failed.reason;
+  return settled.map((s) => (s as PromiseFulfilledResult<unknown>).value) as R;
+}
+
+/** ROLLBACK outside a transaction only warns, so this is always safe; a dead connection is closed anyway. */
+async function rollback(sql: Conn): Promise<void> {
+  await sql`ROLLBACK`.catch(() => {});
 }
 
 function replay<T>(outcome: StoredOutcome): IdempotentResult<T> {
@@ -306,21 +421,24 @@ function leaseLost(): DomainError {
   );
 }
 
-async function storeFailure(db: Db, lease: Lease, error: DomainError): Promise<void> {
+async function storeFailure(sql: Conn, lease: Lease, error: DomainError): Promise<void> {
   const body: StoredError = { code: error.code, message: error.message, meta: error.details.meta };
   // Zero rows: another request took the key over and will store its own outcome.
-  await guard(() =>
-    db
-      .update(idempotencyRecord)
-      .set({ status: "FAILED", responseBody: body, lockedUntil: null, updatedAt: sql`now()` })
-      .where(leaseMatches(lease)),
+  await guard(
+    () => sql`
+      UPDATE idempotency_record
+         SET status = 'FAILED', response_body = ${JSON.stringify(body)}::jsonb, locked_until = NULL,
+             updated_at = now()
+       WHERE id = ${lease.recordId} AND lease_version = ${lease.leaseVersion} AND status = 'PROCESSING'`,
   );
 }
 
 /** Best effort: if the database is gone, the lease runs out and the key is taken over instead. */
-async function release(db: Db, lease: Lease): Promise<void> {
+async function release(sql: Conn, lease: Lease): Promise<void> {
   try {
-    await db.delete(idempotencyRecord).where(leaseMatches(lease));
+    await sql`
+      DELETE FROM idempotency_record
+       WHERE id = ${lease.recordId} AND lease_version = ${lease.leaseVersion} AND status = 'PROCESSING'`;
   } catch {
     // The original error is the one worth reporting.
   }
@@ -367,8 +485,6 @@ async function renewExpired(
   return toLease(rows[0]);
 }
 
-type LeaseRow = { record_id: string | number; lease_version: number; expires_at: string | Date };
-
 function toLease(row: LeaseRow | undefined): Lease | undefined {
   return row
     ? {
@@ -377,22 +493,6 @@ function toLease(row: LeaseRow | undefined): Lease | undefined {
         expiresAt: new Date(row.expires_at),
       }
     : undefined;
-}
-
-function keyMatches(ref: KeyRef) {
-  return and(
-    eq(idempotencyRecord.userId, ref.scope),
-    eq(idempotencyRecord.bizType, ref.bizType),
-    eq(idempotencyRecord.idempotencyKey, ref.key),
-  );
-}
-
-function leaseMatches(lease: Lease) {
-  return and(
-    eq(idempotencyRecord.id, lease.recordId),
-    eq(idempotencyRecord.leaseVersion, lease.leaseVersion),
-    eq(idempotencyRecord.status, "PROCESSING"),
-  );
 }
 
 /** Fail closed: when the record cannot be read or written, the operation does not run. */
