@@ -62,6 +62,13 @@ const schema = z.object({
   WORKER_IN_APP: flag(true),
   WORKER_CONCURRENCY: z.coerce.number().int().min(1).max(50).default(4),
   OUTBOX_RELAY_INTERVAL_MS: z.coerce.number().int().min(10).default(200),
+  /** How often each event worker proves it is alive; a worker silent for 5 beats is dead and its jobs are unlocked. */
+  WORKER_HEARTBEAT_MS: z.coerce.number().int().min(50).default(2_000),
+  /**
+   * Fault injection (npm run chaos), never in production: the probability that the event worker kills
+   * itself (SIGKILL) right after a consumer committed its effect, before the queue hears about it.
+   */
+  FAULT_CONSUMER_CRASH_RATE: z.coerce.number().min(0).max(1).default(0),
   /** Guards /admin and /provider/admin (printed at start-up). */
   ADMIN_TOKEN: z.string().min(8).default("dev-admin-token"),
   /** POST /api/v1/tokens makes new guest shoppers (handy in development; turn off where it is not wanted). */

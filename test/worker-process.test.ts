@@ -17,22 +17,25 @@ beforeAll(async () => {
   t = await createTestDatabase();
   app = testAppContext(t.db);
 });
-afterAll(async () => {
+async function stopAllWorkers() {
   await Promise.all(
     workers.map(
       (worker) =>
         new Promise<void>((resolve) => {
-          if (worker.exitCode !== null) return resolve();
+          if (worker.exitCode !== null || worker.signalCode !== null) return resolve();
           worker.once("exit", () => resolve());
           worker.kill("SIGTERM");
           setTimeout(() => worker.kill("SIGKILL"), 5_000).unref();
         }),
     ),
   );
+}
+afterAll(async () => {
+  await stopAllWorkers();
   await t.drop();
 });
 
-function startWorkerProcess(): ChildProcess {
+function startWorkerProcess(env: Record<string, string> = {}): ChildProcess {
   const child = spawn(process.execPath, [TSX, "scripts/worker.ts"], {
     env: {
       ...process.env,
@@ -40,6 +43,7 @@ function startWorkerProcess(): ChildProcess {
       OUTBOX_RELAY_INTERVAL_MS: "50",
       WORKER_CONCURRENCY: "2",
       LOG_LEVEL: "warn",
+      ...env,
     },
     stdio: ["ignore", "ignore", "inherit"],
   });
@@ -75,5 +79,42 @@ describe("separate worker processes", () => {
     const exited = new Promise<number | null>((resolve) => first?.once("exit", (code) => resolve(code)));
     first?.kill("SIGTERM");
     expect(await exited).toBe(0);
+  });
+
+  it("a worker killed right after a consumer committed: another takes its locked job within seconds, effects once", async () => {
+    await stopAllWorkers();
+    const crashing = startWorkerProcess({ FAULT_CONSUMER_CRASH_RATE: "1", WORKER_HEARTBEAT_MS: "200" });
+    // tsx runs the script in a child process and reports its SIGKILL as exit code 137.
+    const died = new Promise<string>((resolve) =>
+      crashing.once("exit", (code, signal) => resolve(signal ?? String(code))),
+    );
+    const { orderId } = await placePaidOrder(app, [{ skuId: "SKU-MUG", quantity: 1 }]);
+    expect(["SIGKILL", "137"]).toContain(await died);
+    // The dead worker's job is still locked by it: graphile-worker alone would leave it for four hours.
+    const [locked] =
+      await t.sql`SELECT count(*)::int AS n FROM graphile_worker._private_jobs WHERE locked_by IS NOT NULL`;
+    expect(locked?.n).toBeGreaterThan(0);
+
+    startWorkerProcess({ WORKER_HEARTBEAT_MS: "200" });
+    await expect
+      .poll(async () => (await t.sql`SELECT status FROM orders WHERE id = ${orderId}`)[0]?.status, {
+        timeout: 20_000,
+        interval: 200,
+      })
+      .toBe("SHIPPED");
+    await expect
+      .poll(async () => (await t.sql`SELECT count(*)::int AS n FROM graphile_worker._private_jobs`)[0]?.n, {
+        timeout: 20_000,
+        interval: 200,
+      })
+      .toBe(0);
+    const [effects] = await t.sql`
+      SELECT (SELECT count(*)::int FROM stock_deduct_record WHERE order_id = ${orderId}) AS deductions,
+             (SELECT count(*)::int FROM benefit_grant WHERE order_id = ${orderId}) AS grants,
+             (SELECT count(*)::int FROM shipment WHERE order_id = ${orderId}) AS shipments,
+             (SELECT count(*)::int FROM message_consume_record r JOIN outbox_event e ON e.id = r.event_id
+               WHERE e.aggregate_id = ${orderId}::text AND r.status = 'DONE') AS consumed`;
+    expect(effects).toEqual({ deductions: 1, grants: 2, shipments: 1, consumed: 3 });
+    expect((await reconcile(t.db)).ok).toBe(true);
   });
 });

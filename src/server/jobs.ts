@@ -1,5 +1,6 @@
 import { getEnv } from "../env";
 import { getAppContext } from "./app-context";
+import type { ConsumeHooks } from "./fulfilment/consume";
 import { type RunningWorker, startWorker } from "./fulfilment/worker";
 import { deleteExpiredRecords } from "./idempotency";
 import { getLogger } from "./logger";
@@ -96,11 +97,27 @@ export async function startEventWorker() {
       refunds: { ...getAppContext().payments, intervalMs: 1_000 },
       log: getLogger(),
       observer: getAppContext().telemetry.observer,
+      heartbeatMs: env.WORKER_HEARTBEAT_MS,
+      hooks: env.FAULT_CONSUMER_CRASH_RATE > 0 ? crashAfterCommit(env.FAULT_CONSUMER_CRASH_RATE) : undefined,
     });
   } catch (err) {
     getLogger().error({ err }, "the event worker could not start");
     return undefined;
   }
+}
+
+/** Fault injection for the chaos run: die the hard way between a consumer's commit and the queue's ack. */
+function crashAfterCommit(rate: number): ConsumeHooks {
+  return {
+    afterCommit: (event, consumer, outcome) => {
+      if (outcome === "DUPLICATE" || Math.random() >= rate) return;
+      getLogger().warn(
+        { eventId: event.id, consumer },
+        "fault injection: killing the worker after the commit",
+      );
+      process.kill(process.pid, "SIGKILL");
+    },
+  };
 }
 
 /** Conditions a person must see are also written to the log at error level, every 30 s while they hold. */

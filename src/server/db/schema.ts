@@ -463,3 +463,15 @@ export const rateLimit = pgTable("rate_limit", {
   points: integer().notNull().default(0),
   expire: timestamp({ withTimezone: true }),
 });
+
+// ---------------------------------------------------------------------------
+// Event workers' heartbeats: a job locked by a worker that stopped beating belonged to a crashed
+// process, and is unlocked for the others (graphile-worker alone would wait four hours).
+
+export const workerHeartbeat = pgTable("worker_heartbeat", {
+  /** graphile-worker's id of one worker (one per concurrency slot). */
+  workerId: text().primaryKey(),
+  /** Which process runs it (host:pid), for operators. */
+  process: text().notNull(),
+  beatAt: timestamp({ withTimezone: true }).notNull().defaultNow(),
+});

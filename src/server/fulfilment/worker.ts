@@ -1,5 +1,7 @@
-import { eq } from "drizzle-orm";
-import { Logger, run } from "graphile-worker";
+import { EventEmitter } from "node:events";
+import { hostname } from "node:os";
+import { eq, sql } from "drizzle-orm";
+import { Logger, run, type WorkerEvents } from "graphile-worker";
 import type { Logger as Pino } from "pino";
 import type { Db } from "../db/client";
 import { outboxEvent } from "../db/schema";
@@ -20,7 +22,12 @@ export interface WorkerOptions {
   refunds?: RefundDeps & { intervalMs: number };
   log: Pino;
   observer?: Observer;
+  /** How often this process proves its workers alive, and looks for jobs of dead ones (default 2 s). */
+  heartbeatMs?: number;
 }
+
+/** A worker silent for this many heartbeats is dead; its locked jobs go back to the queue. */
+const MISSED_BEATS = 5;
 
 export interface RunningWorker {
   stop(): Promise<void>;
@@ -50,10 +57,15 @@ export async function startWorker(db: Db, options: WorkerOptions): Promise<Runni
     const method = level === "error" ? "error" : level === "warning" ? "warn" : "debug";
     options.log[method]({ ...meta, component: "graphile-worker" }, message);
   });
+  const events: WorkerEvents = new EventEmitter();
+  const workerIds = new Set<string>();
+  events.on("worker:create", ({ worker }) => workerIds.add(worker.workerId));
+  events.on("worker:stop", ({ worker }) => workerIds.delete(worker.workerId));
   const runner = await run({
     connectionString: options.connectionString,
     concurrency: options.concurrency,
     noHandleSignals: true,
+    events,
     pollInterval: options.pollIntervalMs ?? 1000,
     logger,
     taskList: {
@@ -89,16 +101,68 @@ export async function startWorker(db: Db, options: WorkerOptions): Promise<Runni
       }, refunds.intervalMs)
     : undefined;
   submitter?.unref();
+  const heartbeatMs = options.heartbeatMs ?? 2_000;
+  let beating = false;
+  const heartbeat = setInterval(() => {
+    if (beating) return;
+    beating = true;
+    beatAndReclaim(db, [...workerIds], heartbeatMs * MISSED_BEATS)
+      .then((reclaimed) => {
+        if (reclaimed.length > 0)
+          options.log.warn({ workers: reclaimed }, "unlocked the jobs of dead workers");
+      })
+      .catch((err: unknown) => options.log.warn({ err }, "worker heartbeat failed; will retry"))
+      .finally(() => {
+        beating = false;
+      });
+  }, heartbeatMs);
+  heartbeat.unref();
   let stopping: Promise<void> | undefined;
   return {
     stop() {
       stopping ??= (async () => {
         clearInterval(relay);
+        clearInterval(heartbeat);
         if (submitter) clearInterval(submitter);
         // Stops taking jobs and waits for the running ones; a second signal must not throw.
         await runner.stop().catch((err: unknown) => options.log.debug({ err }, "worker already stopped"));
+        await db
+          .execute(sql`DELETE FROM worker_heartbeat WHERE process = ${PROCESS}`)
+          .catch((err: unknown) => options.log.debug({ err }, "could not remove heartbeats"));
       })();
       return stopping;
     },
   };
+}
+
+const PROCESS = `${hostname()}:${process.pid}`;
+
+/**
+ * Proves this process's workers alive, then hands back to the queue every job
+ * still locked by a worker that stopped beating — a process that was killed
+ * (graphile-worker unlocks a crashed worker's jobs only after four hours). Its
+ * consumers then run again elsewhere and find their consume records: at least
+ * once, effects exactly once.
+ */
+export async function beatAndReclaim(db: Db, workerIds: string[], deadAfterMs: number): Promise<string[]> {
+  if (workerIds.length > 0) {
+    await db.execute(sql`
+      INSERT INTO worker_heartbeat (worker_id, process, beat_at)
+      SELECT id, ${PROCESS}, now() FROM unnest(${sql.param(workerIds)}::text[]) AS id
+      ON CONFLICT (worker_id) DO UPDATE SET beat_at = now()`);
+  }
+  const dead = await db.execute<{ locked_by: string }>(sql`
+    SELECT DISTINCT j.locked_by FROM graphile_worker._private_jobs j
+     WHERE j.locked_by IS NOT NULL
+       AND j.locked_at < now() - ${deadAfterMs} * interval '1 millisecond'
+       AND NOT EXISTS (SELECT 1 FROM worker_heartbeat h
+                        WHERE h.worker_id = j.locked_by
+                          AND h.beat_at > now() - ${deadAfterMs} * interval '1 millisecond')`);
+  const ids = dead.map((row) => row.locked_by);
+  if (ids.length > 0) {
+    await db.execute(sql`SELECT graphile_worker.force_unlock_workers(${sql.param(ids)}::text[])`);
+  }
+  // Workers that are gone (stopped, crashed, reclaimed) leave rows behind; keep the table small.
+  await db.execute(sql`DELETE FROM worker_heartbeat WHERE beat_at < now() - interval '1 hour'`);
+  return ids;
 }
