@@ -166,6 +166,16 @@ describe("payment notifications (merchant side)", () => {
     expect(await state(order.orderId)).toMatchObject({ order_status: "PAID", successes: 1, events: 1 });
   });
 
+  it("lets the provider's success win over a close that overtook it, once, when the order still awaits payment", async () => {
+    const { order, payment } = await pendingPayment();
+    const paid = successBody(payment.outTradeNo, payment.amountCents);
+    // Crossed notifications: the late close arrives first, then ten copies of the success at once.
+    await deliver({ ...paid, id: `evt_${randomUUID()}`, type: "payment.closed" });
+    const answers = await Promise.all(Array.from({ length: 10 }, () => deliver(paid)));
+    expect(answers.every((a) => a.httpStatus === 200)).toBe(true);
+    expect(await state(order.orderId)).toMatchObject({ order_status: "PAID", successes: 1, events: 1 });
+  });
+
   it("closes a pending payment; the shopper can then pay with a new one", async () => {
     const { userId, order, payment } = await pendingPayment();
     const closed = await deliver(

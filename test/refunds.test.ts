@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { AppContext } from "../src/server/app-context";
 import { handleConsumeJob } from "../src/server/fulfilment/worker";
+import { syncStalePayments } from "../src/server/payments/status-query";
 import { runAdminAction } from "../src/server/provider/admin";
 import { reconcile } from "../src/server/reconciliation/reconcile";
 import { submitPendingRefunds } from "../src/server/refunds/submit";
@@ -46,6 +47,35 @@ async function stockOf(skuId: string) {
 }
 
 describe("refunds", () => {
+  it("applies a refund whose notifications were all lost, once, when the status query finds it at MockPay", async () => {
+    const { userId, orderId, amountCents, outTradeNo } = await payThroughProvider(app, [
+      { skuId: "SKU-MUG", quantity: 1 },
+    ]);
+    await runAdminAction(
+      t.db,
+      app.provider.appId,
+      outTradeNo,
+      { action: "DROP_ON", count: 1, delayS: 1 },
+      app.provider,
+    );
+    const refundNo = `R-${randomUUID()}`;
+    await callerFor(userId).refunds.create({ orderId, refundNo, amountCents });
+    await deliverAll(app);
+    expect((await refundsOf(orderId))[0]?.status).toBe("REFUND_PROCESSING");
+
+    const runs = await Promise.all(
+      Array.from({ length: 5 }, () => syncStalePayments(t.db, app.payments, { olderThanS: 0 })),
+    );
+    expect(runs.flat().filter((r) => r.outcome.includes("PROCESSED"))).toHaveLength(1);
+    await syncStalePayments(t.db, app.payments, { olderThanS: 0 });
+    expect((await refundsOf(orderId))[0]?.status).toBe("REFUND_SUCCESS");
+    const [facts] = await t.sql`
+      SELECT (SELECT status FROM orders WHERE id = ${orderId}) AS order_status,
+             (SELECT count(*)::int FROM outbox_event WHERE aggregate_id = ${orderId}::text
+               AND event_type = 'RefundSucceeded') AS events`;
+    expect(facts).toEqual({ order_status: "REFUNDED", events: 1 });
+  });
+
   it("makes one refund from 20 concurrent requests with the same refund_no, and refunds it once", async () => {
     const { userId, orderId, amountCents } = await payThroughProvider(app, [
       { skuId: "SKU-MUG", quantity: 2 },

@@ -97,7 +97,13 @@ export interface HeldConnection {
   tx: Tx;
   /** Raw statements on the same connection (BEGIN, COMMIT, ROLLBACK). */
   sql: postgres.ReservedSql;
-  release(): void;
+  /**
+   * Gives the connection back, never inside a transaction: ROLLBACK first, which
+   * is harmless when none is open and fails harmlessly on a connection that is
+   * gone (the server ended its transaction; patches/postgres+3.4.9.patch keeps
+   * postgres.js from throwing out of a timer when asked to write on it).
+   */
+  close(): Promise<void>;
 }
 
 export async function holdConnection(db: Db): Promise<HeldConnection> {
@@ -110,5 +116,14 @@ export async function holdConnection(db: Db): Promise<HeldConnection> {
   };
   const session = new PostgresJsSession(reserved, root.dialect, root.schema, root.options);
   const tx = new PostgresJsTransaction(root.dialect, session as never, root.schema) as unknown as Tx;
-  return { tx, sql: reserved, release: () => reserved.release() };
+  return {
+    tx,
+    sql: reserved,
+    close: async () => {
+      // Bounded: on a connection reset under it, postgres.js can leave a late query unanswered.
+      const rollback = reserved`ROLLBACK`.catch(() => {});
+      await Promise.race([rollback, new Promise((resolve) => setTimeout(resolve, 1_000).unref())]);
+      reserved.release();
+    },
+  };
 }

@@ -97,7 +97,7 @@ interface StoredError {
 const ms = (value: number) => sql`(now() + ${value} * interval '1 millisecond')`;
 
 /** Statements the core sends itself go straight to the held connection, in the order issued. */
-type Conn = postgres.ReservedSql;
+type Conn = postgres.Sql;
 
 interface RecordRow {
   id: string | number;
@@ -192,26 +192,28 @@ async function claimAndExecute<T>(
 ): Promise<IdempotentResult<T>> {
   const conn = await guard(() => holdConnection(db));
   let existing: RecordRow | undefined;
+  let attempt: Attempt<T> | undefined;
+  let lease: Lease | undefined;
   try {
     const [claimed, began] = await Promise.allSettled([
       claimStatement(conn.sql, op, requestFingerprint, config).execute(),
       conn.sql`BEGIN`.execute(),
     ]);
     if (claimed.status === "rejected") throw claimed.reason;
-    const lease = toLease(claimed.value[0]);
-    if (began.status === "rejected") {
-      if (lease) await release(conn.sql, lease);
-      throw began.reason;
-    }
-    if (lease) return await executeInTransaction(conn, lease, op, { begun: true });
-    [[existing]] = await pipelined([recordStatement(conn.sql, op), conn.sql`ROLLBACK`]);
+    lease = toLease(claimed.value[0]);
+    if (began.status === "rejected") throw began.reason;
+    if (lease) attempt = await executeInTransaction(conn, lease, op, { begun: true });
+    else [[existing]] = await pipelined([recordStatement(conn.sql, op), conn.sql`ROLLBACK`]);
   } catch (error) {
-    // Never hand the connection back inside a transaction.
-    await rollback(conn.sql);
-    throw isTransientError(error) ? serviceUnavailable(error) : error;
+    attempt = { failed: error };
   } finally {
-    conn.release();
+    await conn.close();
   }
+  if (attempt && "failed" in attempt) {
+    if (lease) return failUnderLease(db, lease, op, attempt.failed);
+    throw isTransientError(attempt.failed) ? serviceUnavailable(attempt.failed) : attempt.failed;
+  }
+  if (attempt) return attempt;
   const deadline = Date.now() + config.waitMs;
   const found = await settle(db, existing, requestFingerprint, config, deadline);
   if (found !== "again") {
@@ -308,12 +310,13 @@ export async function executeUnderLease<T>(
   op: IdempotentOperation<T>,
 ): Promise<IdempotentResult<T>> {
   const conn = await guard(() => holdConnection(db));
-  try {
-    return await executeInTransaction(conn, lease, op, { begun: false });
-  } finally {
-    conn.release();
-  }
+  const attempt = await executeInTransaction(conn, lease, op, { begun: false });
+  await conn.close();
+  return "failed" in attempt ? failUnderLease(db, lease, op, attempt.failed) : attempt;
 }
+
+/** A first execution's result, or what made it fail (the transaction is over either way). */
+type Attempt<T> = IdempotentResult<T> | { failed: unknown };
 
 /**
  * Runs the business writes and stores the outcome in one transaction. Storing
@@ -329,7 +332,7 @@ async function executeInTransaction<T>(
   lease: Lease,
   op: IdempotentOperation<T>,
   { begun }: { begun: boolean },
-): Promise<IdempotentResult<T>> {
+): Promise<Attempt<T>> {
   const { sql } = conn;
   let outcome: ExecuteResult<T>;
   try {
@@ -342,8 +345,7 @@ async function executeInTransaction<T>(
     if (executed.status === "rejected") throw executed.reason;
     outcome = executed.value;
   } catch (error) {
-    await rollback(sql);
-    return failUnderLease(sql, lease, op, error);
+    return { failed: error };
   }
   const { result, bizId = null } = outcome;
   try {
@@ -354,9 +356,7 @@ async function executeInTransaction<T>(
     ]);
   } catch (error) {
     // The failed call turned the COMMIT into a ROLLBACK: nothing was written.
-    await rollback(sql);
-    if ((error as { code?: string }).code === LEASE_LOST_SQLSTATE) throw leaseLost();
-    return failUnderLease(sql, lease, op, error);
+    return { failed: (error as { code?: string }).code === LEASE_LOST_SQLSTATE ? leaseLost() : error };
   }
   return { result, bizId, replayed: false, keyExpiresAt: lease.expiresAt };
 }
@@ -364,13 +364,19 @@ async function executeInTransaction<T>(
 /** Raised by idempotency_store_outcome (drizzle/0006) when the lease was taken over. */
 const LEASE_LOST_SQLSTATE = "XO001";
 
-/** After a rolled-back attempt: store a declared rejection, or free the key for a retry. */
+/**
+ * After a rolled-back attempt, with the held connection given back (so a full
+ * pool cannot deadlock on it): store a declared rejection, or free the key for
+ * a retry. A lost lease is someone else's key now.
+ */
 async function failUnderLease<T>(
-  sql: Conn,
+  db: Db,
   lease: Lease,
   op: IdempotentOperation<T>,
   error: unknown,
 ): Promise<never> {
+  if (isDomainError(error, "IDEMPOTENCY_LEASE_LOST")) throw error;
+  const sql = db.$client;
   if (isDomainError(error) && op.storedErrors.includes(error.code)) {
     await storeFailure(sql, lease, error);
     error.details.keyExpiresAt = lease.expiresAt;
@@ -389,11 +395,6 @@ async function pipelined<R extends unknown[]>(statements: { [K in keyof R]: Prom
   const failed = settled.find((s) => s.status === "rejected");
   if (failed) throw failed.reason;
   return settled.map((s) => (s as PromiseFulfilledResult<unknown>).value) as R;
-}
-
-/** ROLLBACK outside a transaction only warns, so this is always safe; a dead connection is closed anyway. */
-async function rollback(sql: Conn): Promise<void> {
-  await sql`ROLLBACK`.catch(() => {});
 }
 
 function replay<T>(outcome: StoredOutcome): IdempotentResult<T> {

@@ -172,10 +172,17 @@ async function applySuccess(
   n: NotificationBody,
 ): Promise<Verdict> {
   if (!n.transaction_id) return refuse("MALFORMED", 400, "a success needs a transaction_id");
+  // PENDING → SUCCESS; and CLOSED → SUCCESS when the close came first only because notifications
+  // crossed (a late close, a delayed success): the provider holds the money, the order still awaits
+  // it, and no other payment of the order is open — then the provider's success wins.
   const [moved] = await tx
     .update(paymentOrder)
     .set({ status: "SUCCESS", transactionId: n.transaction_id, paidAt: sql`now()`, updatedAt: sql`now()` })
-    .where(sql`${paymentOrder.id} = ${paymentId} AND ${paymentOrder.status} = 'PENDING'`)
+    .where(sql`${paymentOrder.id} = ${paymentId} AND (${paymentOrder.status} = 'PENDING' OR (
+                 ${paymentOrder.status} = 'CLOSED'
+                 AND EXISTS (SELECT 1 FROM orders o WHERE o.id = ${orderId} AND o.status = 'PENDING_PAYMENT')
+                 AND NOT EXISTS (SELECT 1 FROM payment_order other WHERE other.order_id = ${orderId}
+                                  AND other.id <> ${paymentId} AND other.status IN ('PENDING', 'SUCCESS'))))`)
     .returning({ id: paymentOrder.id });
   if (!moved) {
     // Zero rows: already decided. Say success for the fact we already have.

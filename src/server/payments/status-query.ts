@@ -1,6 +1,6 @@
 import { and, eq, inArray, sql } from "drizzle-orm";
 import type { Db } from "../db/client";
-import { orders, paymentOrder } from "../db/schema";
+import { orders, paymentOrder, refundOrder } from "../db/schema";
 import { serviceUnavailable } from "../errors";
 import { getOwnedOrder } from "../orders/queries";
 import {
@@ -42,29 +42,59 @@ export async function syncPaymentStatus(
     .set({ lastQueriedAt: sql`now()` })
     .where(eq(paymentOrder.outTradeNo, outTradeNo));
   const status = await queryProvider(outTradeNo, deps);
-  if (status.status !== "PAID" && status.status !== "CLOSED") {
-    return { outTradeNo, providerStatus: status.status, outcome: "UNCHANGED" };
+  const facts: NotificationBody[] = [];
+  if (status.status === "PAID" || status.status === "CLOSED") {
+    facts.push({
+      id: `query:${outTradeNo}:${status.status}`,
+      type: status.status === "PAID" ? "payment.succeeded" : "payment.closed",
+      app_id: status.app_id,
+      out_trade_no: outTradeNo,
+      transaction_id: status.transaction_id,
+      amount_cents: status.amount_cents ?? -1,
+      currency: status.currency ?? "",
+      created_at: new Date().toISOString(),
+    });
   }
-  const fact: NotificationBody = {
-    id: `query:${outTradeNo}:${status.status}`,
-    type: status.status === "PAID" ? "payment.succeeded" : "payment.closed",
-    app_id: status.app_id,
-    out_trade_no: outTradeNo,
-    transaction_id: status.transaction_id,
-    amount_cents: status.amount_cents ?? -1,
-    currency: status.currency ?? "",
-    created_at: new Date().toISOString(),
-  };
-  const verdict = await db.transaction(async (tx) => {
-    const applied = await applyProviderFact(tx, fact);
-    await recordReceived(
-      tx,
-      { deliveryId: null, notificationId: fact.id, outTradeNo, type: `query:${fact.type}` },
-      applied,
+  // Refunds the provider made whose notification we have not (yet) applied.
+  const open = await db
+    .select({ refundNo: refundOrder.refundNo })
+    .from(refundOrder)
+    .innerJoin(paymentOrder, eq(paymentOrder.id, refundOrder.paymentId))
+    .where(
+      and(
+        eq(paymentOrder.outTradeNo, outTradeNo),
+        inArray(refundOrder.status, ["REFUND_CREATED", "REFUND_PROCESSING"]),
+      ),
     );
-    return applied;
-  });
-  return { outTradeNo, providerStatus: status.status, outcome: verdict.outcome };
+  const openRefunds = new Set(open.map((r) => r.refundNo));
+  for (const refund of status.refunds.filter((r) => openRefunds.has(r.refund_no))) {
+    facts.push({
+      id: `query:${outTradeNo}:refund:${refund.refund_no}`,
+      type: "refund.succeeded",
+      app_id: status.app_id,
+      out_trade_no: outTradeNo,
+      transaction_id: status.transaction_id,
+      refund_no: refund.refund_no,
+      amount_cents: refund.amount_cents,
+      currency: refund.currency,
+      created_at: new Date().toISOString(),
+    });
+  }
+  if (facts.length === 0) return { outTradeNo, providerStatus: status.status, outcome: "UNCHANGED" };
+  const outcomes: string[] = [];
+  for (const fact of facts) {
+    const verdict = await db.transaction(async (tx) => {
+      const applied = await applyProviderFact(tx, fact);
+      await recordReceived(
+        tx,
+        { deliveryId: null, notificationId: fact.id, outTradeNo, type: `query:${fact.type}` },
+        applied,
+      );
+      return applied;
+    });
+    outcomes.push(verdict.outcome);
+  }
+  return { outTradeNo, providerStatus: status.status, outcome: outcomes.join(",") };
 }
 
 async function queryProvider(outTradeNo: string, deps: StatusQueryDeps): Promise<TradeStatus> {
@@ -94,7 +124,11 @@ async function queryProvider(outTradeNo: string, deps: StatusQueryDeps): Promise
   return tradeStatusSchema.parse(JSON.parse(text));
 }
 
-/** The background job: payments still PENDING after `olderThanS`, each asked at most once per `olderThanS`. */
+/**
+ * The background job: payments still PENDING after `olderThanS`, and payments with a
+ * refund still open that long (its notification may be lost too), each asked at
+ * most once per `olderThanS`.
+ */
 export async function syncStalePayments(
   db: Db,
   deps: StatusQueryDeps,
@@ -103,8 +137,11 @@ export async function syncStalePayments(
   const due = await db.execute<{ out_trade_no: string }>(sql`
     UPDATE payment_order SET last_queried_at = now()
      WHERE id IN (SELECT id FROM payment_order
-                   WHERE status = 'PENDING'
-                     AND created_at < now() - ${options.olderThanS} * interval '1 second'
+                   WHERE ((status = 'PENDING' AND created_at < now() - ${options.olderThanS} * interval '1 second')
+                          OR EXISTS (SELECT 1 FROM refund_order r
+                                      WHERE r.payment_id = payment_order.id
+                                        AND r.status IN ('REFUND_CREATED', 'REFUND_PROCESSING')
+                                        AND r.updated_at < now() - ${options.olderThanS} * interval '1 second'))
                      AND (last_queried_at IS NULL OR last_queried_at < now() - ${options.olderThanS} * interval '1 second')
                    ORDER BY created_at
                    LIMIT ${options.limit ?? 20}

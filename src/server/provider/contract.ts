@@ -111,6 +111,10 @@ export const tradeStatusSchema = z.object({
   transaction_id: z.string().nullable(),
   amount_cents: z.number().int().nullable(),
   currency: z.string().nullable(),
+  /** Refunds the provider has made on the trade: the merchant's fallback for lost refund notifications. */
+  refunds: z
+    .array(z.object({ refund_no: z.string(), amount_cents: z.number().int(), currency: z.string() }))
+    .default([]),
 });
 export type TradeStatus = z.infer<typeof tradeStatusSchema>;
 

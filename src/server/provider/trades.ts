@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { and, eq, type SQL, sql } from "drizzle-orm";
 import type { Db, Executor } from "../db/client";
-import { providerNotification, providerTrade } from "../db/schema";
+import { providerNotification, providerRefund, providerTrade } from "../db/schema";
 import { DomainError } from "../errors";
 import { type NotificationBody, type PayRequest, type TradeStatus, verifyPayRequest } from "./contract";
 
@@ -121,6 +121,13 @@ export async function tradeStatus(db: Db, appId: string, outTradeNo: string): Pr
     .select()
     .from(providerTrade)
     .where(and(eq(providerTrade.appId, appId), eq(providerTrade.outTradeNo, outTradeNo)));
+  const refunds = trade
+    ? await db
+        .select({ refundNo: providerRefund.refundNo, amountCents: providerRefund.amountCents })
+        .from(providerRefund)
+        .where(eq(providerRefund.tradeId, trade.id))
+        .orderBy(providerRefund.createdAt)
+    : [];
   return {
     app_id: appId,
     out_trade_no: outTradeNo,
@@ -128,5 +135,10 @@ export async function tradeStatus(db: Db, appId: string, outTradeNo: string): Pr
     transaction_id: trade?.transactionId ?? null,
     amount_cents: trade?.amountCents ?? null,
     currency: trade?.currency ?? null,
+    refunds: refunds.map((r) => ({
+      refund_no: r.refundNo,
+      amount_cents: r.amountCents,
+      currency: trade?.currency ?? "",
+    })),
   };
 }

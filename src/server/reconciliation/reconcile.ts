@@ -179,6 +179,27 @@ const INVARIANTS: Invariant[] = [
     ],
   },
   {
+    name: "agrees-with-provider",
+    description:
+      "What MockPay took, the merchant knows: a trade paid there is a successful payment here, a refund made there is a successful refund here (after the threshold).",
+    checks: [
+      {
+        message: "the provider was paid, the merchant's payment is not a success",
+        query: (o) => sql`SELECT t.out_trade_no, t.status AS provider, p.status AS merchant, p.order_id
+                            FROM provider_trade t JOIN payment_order p ON p.out_trade_no = t.out_trade_no
+                           WHERE t.status = 'PAID' AND p.status <> 'SUCCESS'
+                             AND t.updated_at < now() - ${o.lagSeconds} * interval '1 second'`,
+      },
+      {
+        message: "the provider refunded, the merchant's refund has not succeeded",
+        query: (o) => sql`SELECT pr.refund_no, r.status AS merchant, r.order_id
+                            FROM provider_refund pr LEFT JOIN refund_order r ON r.refund_no = pr.refund_no
+                           WHERE (r.status IS DISTINCT FROM 'REFUND_SUCCESS')
+                             AND pr.created_at < now() - ${o.lagSeconds} * interval '1 second'`,
+      },
+    ],
+  },
+  {
     name: "events-delivered",
     description: "No outbox event stays undelivered, and no consumer job stays failed, past the threshold.",
     checks: [

@@ -1,4 +1,10 @@
-import { DomainError, type DomainErrorCode, isDomainError } from "../errors";
+import {
+  DomainError,
+  type DomainErrorCode,
+  isDomainError,
+  isTransientError,
+  serviceUnavailable,
+} from "../errors";
 import { requestIdSchema } from "../orders/schema";
 import { verifyApiToken } from "../session/session";
 
@@ -74,7 +80,9 @@ export function created(body: unknown, location: string, answer: KeyedAnswer): R
 }
 
 /** Domain errors become problems; a stored rejection replays with its status and the replay header. */
-export function errorResponse(error: unknown, log: (error: unknown) => void): Response {
+export function errorResponse(thrown: unknown, log: (error: unknown) => void): Response {
+  // A database that dropped the connection or timed out is a retryable 503, wherever it happened.
+  const error = !isDomainError(thrown) && isTransientError(thrown) ? serviceUnavailable(thrown) : thrown;
   if (isDomainError(error)) {
     const status = HTTP_STATUS_BY_DOMAIN_CODE[error.code];
     const headers: Record<string, string> = keyHeaders({

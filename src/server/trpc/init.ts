@@ -1,7 +1,7 @@
 import { initTRPC, TRPCError } from "@trpc/server";
 import superjson from "superjson";
 import { ZodError, z } from "zod";
-import { DomainError, type DomainErrorCode } from "../errors";
+import { DomainError, type DomainErrorCode, isTransientError, serviceUnavailable } from "../errors";
 import { getLogger } from "../logger";
 import { withRequestContext } from "../observability/request-context";
 import type { TrpcContext } from "./context";
@@ -63,7 +63,11 @@ const t = initTRPC.context<TrpcContext>().create({
 const domainErrors = t.middleware(async ({ next, ctx, path, type }) => {
   const result = await withRequestContext({ requestId: ctx.requestId }, () => next());
   if (result.ok) return result;
-  const cause = result.error.cause;
+  // A database that dropped the connection or timed out is a retryable 503, wherever it happened.
+  const cause =
+    !(result.error.cause instanceof DomainError) && isTransientError(result.error.cause)
+      ? serviceUnavailable(result.error.cause)
+      : result.error.cause;
   if (cause instanceof DomainError) {
     throw new TRPCError({ code: TRPC_CODE_BY_DOMAIN_CODE[cause.code], message: cause.message, cause });
   }

@@ -1,5 +1,6 @@
 import { formatMoney } from "../../../../client/money";
 import { getAppContext } from "../../../../server/app-context";
+import { isDomainError } from "../../../../server/errors";
 import { payRequestSchema } from "../../../../server/provider/contract";
 import { openTrade, type ProviderTrade } from "../../../../server/provider/trades";
 
@@ -21,7 +22,9 @@ export default async function PayPage({
     try {
       trade = await openTrade(getAppContext().db, request, sig, getAppContext().provider.webhookSecret);
     } catch (error) {
-      problem = error instanceof Error ? error.message : "This payment link is not valid.";
+      // A refused link is the shopper's to read; a database that is away is an error page (try again).
+      if (!isDomainError(error)) throw error;
+      problem = error.message;
     }
   }
   return (

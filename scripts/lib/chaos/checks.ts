@@ -1,0 +1,166 @@
+import type { Db } from "../../../src/server/db/client";
+import { reconcile } from "../../../src/server/reconciliation/reconcile";
+import { sleep } from "./client";
+import type { Invariants } from "./report";
+import type { ShopperRecord } from "./shopper";
+
+/** Work the system still owes itself: unrelayed events, queued or locked jobs, unfinished refunds and deliveries. */
+async function outstanding(db: Db) {
+  const [row] = await db.$client<Record<string, number>[]>`
+    SELECT (SELECT count(*)::int FROM outbox_event WHERE published_at IS NULL) AS unpublished_events,
+           (SELECT count(*)::int FROM graphile_worker._private_jobs) AS queued_jobs,
+           (SELECT count(*)::int FROM refund_order WHERE status IN ('REFUND_CREATED', 'REFUND_PROCESSING')) AS open_refunds,
+           (SELECT count(*)::int FROM orders WHERE status IN ('PAID', 'STOCK_SHORT')) AS unfulfilled_orders,
+           (SELECT count(*)::int FROM payment_order p JOIN provider_trade t ON t.out_trade_no = p.out_trade_no
+             WHERE p.status = 'PENDING' AND t.status = 'PAID') AS payments_not_yet_known`;
+  return row ?? {};
+}
+
+/** Waits until nothing is outstanding (a quiet second in a row), or the timeout. */
+export async function settle(db: Db, timeoutMs: number) {
+  const started = Date.now();
+  let quietSince: number | undefined;
+  let last: Record<string, number> = {};
+  while (Date.now() - started < timeoutMs) {
+    try {
+      last = await outstanding(db);
+    } catch {
+      // a dropped connection: ask again
+      await sleep(200);
+      continue;
+    }
+    const busy = Object.values(last).some((n) => n > 0);
+    if (!busy) {
+      quietSince ??= Date.now();
+      if (Date.now() - quietSince >= 1_000)
+        return { ok: true, seconds: (Date.now() - started) / 1000, detail: "" };
+    } else quietSince = undefined;
+    await sleep(250);
+  }
+  const detail = Object.entries(last)
+    .filter(([, n]) => n > 0)
+    .map(([k, n]) => `${n} ${k.replaceAll("_", " ")}`)
+    .join(", ");
+  return { ok: false, seconds: (Date.now() - started) / 1000, detail };
+}
+
+/** Business refusals a key may be answered with (stored, replayed): never mixed with a success. */
+const FINAL_REFUSALS = new Set(["OUT_OF_STOCK", "SKU_NOT_FOUND", "INVALID_INPUT", "ORDER_NOT_PAYABLE"]);
+
+/**
+ * What must hold after the storm: the database's own invariants (reconciliation),
+ * and every shopper's story — one order per intent, one answer per key, paid
+ * once, fulfilled or refunded, each refund once.
+ */
+export async function checkInvariants(
+  db: Db,
+  records: ShopperRecord[],
+  invariants: Invariants,
+): Promise<void> {
+  // Settled: nothing may be in flight any more, so no grace period.
+  const report = await reconcile(db, { lagSeconds: 0 });
+  for (const invariant of report.invariants) {
+    invariants.check(
+      `reconciliation: ${invariant.description}`,
+      1,
+      invariant.violations.map((v) => `${v.message}: ${JSON.stringify(v.rows.slice(0, 3))}`),
+    );
+  }
+
+  const sql = db.$client;
+  const orders = await sql<{ user_id: string; request_id: string; id: string; status: string }[]>`
+    SELECT user_id, request_id, id, status FROM orders`;
+  const byIntent = new Map<string, { id: string; status: string }[]>();
+  for (const o of orders) {
+    const key = `${o.user_id}/${o.request_id}`;
+    byIntent.set(key, [...(byIntent.get(key) ?? []), o]);
+  }
+  const paymentsByOrder = new Map<string, number>();
+  for (const p of await sql<{ order_id: string; n: number }[]>`
+      SELECT order_id, count(*)::int AS n FROM payment_order WHERE status = 'SUCCESS' GROUP BY order_id`) {
+    paymentsByOrder.set(p.order_id, p.n);
+  }
+  const refunds = new Map<string, { n: number; status: string; amount: number }>();
+  for (const r of await sql<{ refund_no: string; n: number; status: string; amount: number }[]>`
+      SELECT refund_no, count(*)::int AS n, max(status) AS status, max(amount_cents)::int AS amount
+        FROM refund_order GROUP BY refund_no`) {
+    refunds.set(r.refund_no, r);
+  }
+
+  const gaveUp: string[] = [];
+  const oneOrder: string[] = [];
+  const oneAnswer: string[] = [];
+  const paidOnce: string[] = [];
+  const finished: string[] = [];
+  const sawPaid: string[] = [];
+  const refundOnce: string[] = [];
+  const internal: string[] = [];
+  let paidShoppers = 0;
+  let refundsChecked = 0;
+  for (const r of records) {
+    const who = `shopper ${r.index}`;
+    if (r.gaveUp) gaveUp.push(`${who}: ${r.gaveUp}`);
+    for (const error of r.internalErrors) internal.push(`${who}: ${error}`);
+    for (const change of r.sessionChanges) internal.push(`${who}: ${change}`);
+    const stored = byIntent.get(`${r.userId}/${r.requestId}`) ?? [];
+    const refused = r.refusals.filter((code) => FINAL_REFUSALS.has(code));
+    const expected = r.orderIds.length > 0 ? 1 : 0;
+    if (stored.length !== expected && !(r.gaveUp && stored.length <= 1)) {
+      oneOrder.push(
+        `${who}: ${stored.length} orders for request id ${r.requestId} (answers named ${r.orderIds.length})`,
+      );
+    }
+    const named = new Set(r.orderIds);
+    if (named.size > 1 || (named.size === 1 && stored[0] && !named.has(stored[0].id))) {
+      oneAnswer.push(`${who}: answers named orders ${[...named].join(", ")}, database has ${stored[0]?.id}`);
+    }
+    if (new Set(r.outTradeNos).size > 1)
+      oneAnswer.push(`${who}: pay answers named ${r.outTradeNos.join(", ")}`);
+    if (refused.length > 0 && r.orderIds.length > 0 && refused.includes("OUT_OF_STOCK")) {
+      oneAnswer.push(`${who}: the same key was answered with an order and with OUT_OF_STOCK`);
+    }
+    const order = stored[0];
+    if (r.paid && order) {
+      paidShoppers++;
+      const n = paymentsByOrder.get(order.id) ?? 0;
+      if (n !== 1) paidOnce.push(`${who}: order ${order.id} has ${n} successful payments`);
+      if (!["SHIPPED", "REFUNDED"].includes(order.status)) {
+        finished.push(`${who}: order ${order.id} is ${order.status}, neither shipped nor refunded`);
+      }
+      if (!r.lastStatus || !["PAID", "SHIPPED", "STOCK_SHORT", "REFUNDED"].includes(r.lastStatus)) {
+        sawPaid.push(`${who}: watched the order page for 45 s and saw ${r.lastStatus ?? "nothing"}`);
+      }
+    }
+    for (const refund of r.refunds) {
+      refundsChecked++;
+      const row = refunds.get(refund.refundNo);
+      if (row?.n !== 1) {
+        refundOnce.push(
+          `${who}: ${row?.n ?? 0} refunds for refund_no ${refund.refundNo} for order ${stored[0]?.id} of ${r.userId} (answers: ${[...refund.statuses, ...refund.refusals].join(", ") || "none"})`,
+        );
+      } else if (row.status !== "REFUND_SUCCESS" || row.amount !== refund.amountCents) {
+        refundOnce.push(
+          `${who}: refund ${refund.refundNo} is ${row.status} for ${row.amount} (asked ${refund.amountCents})`,
+        );
+      }
+      if (refund.refusals.length > 0 && refund.statuses.length > 0) {
+        refundOnce.push(
+          `${who}: refund ${refund.refundNo} answered both ${refund.statuses[0]} and ${refund.refusals[0]}`,
+        );
+      }
+    }
+  }
+  const intents = records.length;
+  invariants.check("every shopper got a final answer (no give-up)", intents, gaveUp);
+  invariants.check("one order per checkout intent, none for a refused one", intents, oneOrder);
+  invariants.check("every answer for one key names the same order / payment", intents, oneAnswer);
+  invariants.check("a paid order has exactly one successful payment", paidShoppers, paidOnce);
+  invariants.check("every paid order ends shipped or refunded", paidShoppers, finished);
+  invariants.check("the shopper saw the payment land (notifications or status query)", paidShoppers, sawPaid);
+  invariants.check(
+    "each refund request made one refund, for its amount, and it succeeded",
+    refundsChecked,
+    refundOnce,
+  );
+  invariants.check("no internal error (5xx other than 503) answered, no session lost", intents, internal);
+}
