@@ -150,7 +150,8 @@ export class ChaosClient {
     const set = response.headers.get("set-cookie");
     if (set) {
       const next = set.split(";")[0] ?? "";
-      if (this.cookie && next !== this.cookie) this.sessionChanges.push(`${url.split("?")[0]}: got a new session`);
+      if (this.cookie && next !== this.cookie)
+        this.sessionChanges.push(`${url.split("?")[0]}: got a new session`);
       this.cookie = next;
     }
     const text = await response.text();

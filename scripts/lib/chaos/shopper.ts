@@ -98,6 +98,8 @@ export async function runShopper(ctx: ShopperContext, index: number): Promise<Sh
       ),
     );
     collect(orderAnswers, record.orderIds, record.refusals, (v) => v.orderId);
+    if (record.refusals.includes("OUT_OF_STOCK"))
+      faults.count("order refused: out of stock (stored, replayed)");
     const orderId = record.orderIds[0];
     if (!orderId) return record;
     record.amountCents = firstValue(orderAnswers)?.amountCents ?? 0;
