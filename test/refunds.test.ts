@@ -2,8 +2,13 @@ import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { AppContext } from "../src/server/app-context";
 import { handleConsumeJob } from "../src/server/fulfilment/worker";
+import { createOrder } from "../src/server/orders/create-order";
+import { createPayment } from "../src/server/payments/create-payment";
+import { handlePaymentNotification } from "../src/server/payments/notify";
 import { syncStalePayments } from "../src/server/payments/status-query";
 import { runAdminAction } from "../src/server/provider/admin";
+import { payRequestSchema, signBody } from "../src/server/provider/contract";
+import { confirmTrade, openTrade } from "../src/server/provider/trades";
 import { reconcile } from "../src/server/reconciliation/reconcile";
 import { submitPendingRefunds } from "../src/server/refunds/submit";
 import { createCaller } from "../src/server/trpc/root";
@@ -45,6 +50,56 @@ async function stockOf(skuId: string) {
   const [row] = await t.sql<{ stock: number }[]>`SELECT stock FROM sku WHERE id = ${skuId}`;
   return row?.stock ?? -1;
 }
+
+describe("a late close that overtook the success", () => {
+  it("is confirmed with MockPay once; its success wins and pays the order once", async () => {
+    const userId = randomUUID();
+    const order = await createOrder(t.db, userId, {
+      requestId: randomUUID(),
+      items: [{ skuId: "SKU-MUG", quantity: 1 }],
+    });
+    const payment = await createPayment(t.db, userId, { orderId: order.orderId }, app.payments);
+    const { sig, ...request } = payRequestSchema.parse(
+      Object.fromEntries(new URL(payment.payUrl, "http://x").searchParams),
+    );
+    await openTrade(t.db, request, sig, app.provider.webhookSecret);
+    await confirmTrade(t.db, app.provider.appId, payment.outTradeNo); // MockPay has the money…
+    const close = JSON.stringify({
+      id: `evt_${randomUUID()}`,
+      type: "payment.closed",
+      app_id: app.payments.appId,
+      out_trade_no: payment.outTradeNo,
+      transaction_id: null,
+      amount_cents: payment.amountCents,
+      currency: payment.currency,
+      created_at: new Date().toISOString(),
+    });
+    // …but the merchant hears a close first, and the success never (all its deliveries lost).
+    await handlePaymentNotification(
+      t.db,
+      {
+        body: close,
+        signature: signBody(app.payments.webhookSecret, close, Math.floor(Date.now() / 1000)),
+        deliveryId: null,
+      },
+      app.payments,
+    );
+    const [closed] = await t.sql`SELECT status FROM payment_order WHERE out_trade_no = ${payment.outTradeNo}`;
+    expect(closed?.status).toBe("CLOSED");
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    await Promise.all(
+      Array.from({ length: 3 }, () => syncStalePayments(t.db, app.payments, { olderThanS: 0 })),
+    );
+    const again = await syncStalePayments(t.db, app.payments, { olderThanS: 0 });
+    expect(again).toEqual([]); // asked once after closing, not forever
+    const [facts] = await t.sql`
+      SELECT (SELECT status FROM payment_order WHERE out_trade_no = ${payment.outTradeNo}) AS payment,
+             (SELECT status FROM orders WHERE id = ${order.orderId}) AS order_status,
+             (SELECT count(*)::int FROM outbox_event WHERE aggregate_id = ${order.orderId}::text
+               AND event_type = 'OrderPaid') AS events`;
+    expect(facts).toEqual({ payment: "SUCCESS", order_status: "PAID", events: 1 });
+  });
+});
 
 describe("refunds", () => {
   it("applies a refund whose notifications were all lost, once, when the status query finds it at MockPay", async () => {

@@ -6,6 +6,7 @@ import { deleteExpiredRecords } from "./idempotency";
 import { getLogger } from "./logger";
 import { alertsFrom, opsFigures } from "./observability/alerts";
 import { syncStalePayments } from "./payments/status-query";
+import { every } from "./periodic";
 import { deliverDueNotifications } from "./provider/delivery";
 
 interface RunningJobs {
@@ -19,21 +20,50 @@ const globalForJobs = globalThis as unknown as { checkoutJobs?: RunningJobs };
 /** Background work of an app instance. Safe to run in every instance at once. */
 export function startBackgroundJobs(): void {
   if (globalForJobs.checkoutJobs) return;
-  const interval = getEnv().IDEMPOTENCY_CLEANUP_INTERVAL_MS;
+  const { db, provider, payments } = getAppContext();
+  const log = getLogger();
   const timers: NodeJS.Timeout[] = [];
-  if (interval > 0) {
-    const timer = setInterval(() => {
-      deleteExpiredRecords(getAppContext().db)
-        .then((deleted) => {
-          if (deleted > 0) getLogger().info({ deleted }, "expired idempotency records deleted");
-        })
-        .catch((err: unknown) => getLogger().warn({ err }, "idempotency cleanup failed; will retry"));
-    }, interval);
-    timer.unref();
-    timers.push(timer);
+  const cleanupMs = getEnv().IDEMPOTENCY_CLEANUP_INTERVAL_MS;
+  if (cleanupMs > 0) {
+    timers.push(
+      every(
+        cleanupMs,
+        async () => {
+          const deleted = await deleteExpiredRecords(db);
+          if (deleted > 0) log.info({ deleted }, "expired idempotency records deleted");
+        },
+        { name: "idempotency cleanup", log },
+      ),
+    );
   }
-  startProviderDelivery(timers);
-  startPaymentStatusQueries(timers);
+  // The mock provider's delivery worker: sends due notifications until merchants acknowledge them.
+  if (provider.pollMs > 0) {
+    timers.push(
+      every(
+        provider.pollMs,
+        async () => {
+          while ((await deliverDueNotifications(db, provider)) > 0) {
+            // keep going while there is work
+          }
+        },
+        { name: "provider delivery", log },
+      ),
+    );
+  }
+  // Lost notifications: ask the provider about payments (and refunds) that stayed open too long.
+  if (payments.queryIntervalMs > 0) {
+    timers.push(
+      every(
+        payments.queryIntervalMs,
+        async () => {
+          const results = await syncStalePayments(db, payments, { olderThanS: payments.queryAfterS });
+          const changed = results.filter((r) => r.outcome !== "UNCHANGED");
+          if (changed.length > 0) log.info({ changed }, "payment status queries applied");
+        },
+        { name: "payment status query", log },
+      ),
+    );
+  }
   startAlertLog(timers);
   globalForJobs.checkoutJobs = { timers, worker: getEnv().WORKER_IN_APP ? startEventWorker() : undefined };
 }
@@ -43,47 +73,8 @@ export async function stopBackgroundJobs(): Promise<void> {
   const jobs = globalForJobs.checkoutJobs;
   if (!jobs) return;
   globalForJobs.checkoutJobs = undefined;
-  for (const timer of jobs.timers) clearTimeout(timer);
+  for (const timer of jobs.timers) clearInterval(timer);
   await (await jobs.worker)?.stop();
-}
-
-/** The mock provider's delivery worker: sends due notifications until merchants acknowledge them. */
-function startProviderDelivery(timers: NodeJS.Timeout[]): void {
-  const { db, provider } = getAppContext();
-  if (provider.pollMs <= 0) return;
-  const slot = timers.length;
-  const tick = async () => {
-    try {
-      while ((await deliverDueNotifications(db, provider)) > 0) {
-        // keep going while there is work
-      }
-    } catch (err) {
-      getLogger().warn({ err }, "provider delivery failed; will retry");
-    } finally {
-      if (globalForJobs.checkoutJobs?.timers === timers) {
-        const timer = setTimeout(tick, provider.pollMs);
-        timer.unref();
-        timers[slot] = timer;
-      }
-    }
-  };
-  timers.push(setTimeout(tick, provider.pollMs));
-}
-
-/** Lost notifications: ask the provider about payments that stayed PENDING too long. */
-function startPaymentStatusQueries(timers: NodeJS.Timeout[]): void {
-  const { db, payments } = getAppContext();
-  if (payments.queryIntervalMs <= 0) return;
-  const timer = setInterval(() => {
-    syncStalePayments(db, payments, { olderThanS: payments.queryAfterS })
-      .then((results) => {
-        const changed = results.filter((r) => r.outcome !== "UNCHANGED");
-        if (changed.length > 0) getLogger().info({ changed }, "payment status queries applied");
-      })
-      .catch((err: unknown) => getLogger().warn({ err }, "payment status query failed; will retry"));
-  }, payments.queryIntervalMs);
-  timer.unref();
-  timers.push(timer);
 }
 
 /** Outbox relay and idempotent consumers, in this process (WORKER_IN_APP) or via `npm run worker`. */

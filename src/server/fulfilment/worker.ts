@@ -6,6 +6,7 @@ import type { Logger as Pino } from "pino";
 import type { Db } from "../db/client";
 import { outboxEvent } from "../db/schema";
 import type { Observer } from "../observability/observer";
+import { every } from "../periodic";
 import { type RefundDeps, submitPendingRefunds } from "../refunds/submit";
 import { type ConsumeHooks, consumeOnce } from "./consume";
 import { consumerNamed } from "./consumers";
@@ -81,42 +82,27 @@ export async function startWorker(db: Db, options: WorkerOptions): Promise<Runni
       },
     },
   });
-  let relaying = false;
-  const relay = setInterval(() => {
-    if (relaying) return;
-    relaying = true;
-    relayOutbox(db)
-      .catch((err: unknown) => options.log.warn({ err }, "outbox relay failed; will retry"))
-      .finally(() => {
-        relaying = false;
-      });
-  }, options.relayIntervalMs);
-  relay.unref();
+  const relay = every(options.relayIntervalMs, () => relayOutbox(db), {
+    name: "outbox relay",
+    log: options.log,
+  });
   const refunds = options.refunds;
   const submitter = refunds
-    ? setInterval(() => {
-        submitPendingRefunds(db, refunds).catch((err: unknown) =>
-          options.log.warn({ err }, "refund submission failed; will retry"),
-        );
-      }, refunds.intervalMs)
-    : undefined;
-  submitter?.unref();
-  const heartbeatMs = options.heartbeatMs ?? 2_000;
-  let beating = false;
-  const heartbeat = setInterval(() => {
-    if (beating) return;
-    beating = true;
-    beatAndReclaim(db, [...workerIds], heartbeatMs * MISSED_BEATS)
-      .then((reclaimed) => {
-        if (reclaimed.length > 0)
-          options.log.warn({ workers: reclaimed }, "unlocked the jobs of dead workers");
+    ? every(refunds.intervalMs, () => submitPendingRefunds(db, refunds), {
+        name: "refund submitter",
+        log: options.log,
       })
-      .catch((err: unknown) => options.log.warn({ err }, "worker heartbeat failed; will retry"))
-      .finally(() => {
-        beating = false;
-      });
-  }, heartbeatMs);
-  heartbeat.unref();
+    : undefined;
+  const heartbeatMs = options.heartbeatMs ?? 2_000;
+  const heartbeat = every(
+    heartbeatMs,
+    async () => {
+      const reclaimed = await beatAndReclaim(db, [...workerIds], heartbeatMs * MISSED_BEATS);
+      if (reclaimed.length > 0) options.log.warn({ workers: reclaimed }, "unlocked the jobs of dead workers");
+    },
+    // Well inside the time after which the others would take this worker for dead.
+    { name: "worker heartbeat", log: options.log, deadlineMs: heartbeatMs * 2 },
+  );
   let stopping: Promise<void> | undefined;
   return {
     stop() {

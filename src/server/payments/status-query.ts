@@ -125,9 +125,10 @@ async function queryProvider(outTradeNo: string, deps: StatusQueryDeps): Promise
 }
 
 /**
- * The background job: payments still PENDING after `olderThanS`, and payments with a
- * refund still open that long (its notification may be lost too), each asked at
- * most once per `olderThanS`.
+ * The background job: payments still PENDING after `olderThanS`, payments with a
+ * refund still open that long (its notification may be lost too), and each
+ * closed payment once after closing (a late close can overtake a delayed
+ * success), each asked at most once per `olderThanS`.
  */
 export async function syncStalePayments(
   db: Db,
@@ -138,6 +139,9 @@ export async function syncStalePayments(
     UPDATE payment_order SET last_queried_at = now()
      WHERE id IN (SELECT id FROM payment_order
                    WHERE ((status = 'PENDING' AND created_at < now() - ${options.olderThanS} * interval '1 second')
+                          -- a close is confirmed with the provider once: notifications can cross
+                          OR (status = 'CLOSED' AND (last_queried_at IS NULL OR last_queried_at < updated_at)
+                              AND updated_at < now() - ${options.olderThanS} * interval '1 second')
                           OR EXISTS (SELECT 1 FROM refund_order r
                                       WHERE r.payment_id = payment_order.id
                                         AND r.status IN ('REFUND_CREATED', 'REFUND_PROCESSING')
