@@ -138,7 +138,7 @@ export async function checkInvariants(
         finished.push(`${who}: order ${order.id} is ${order.status}, neither shipped nor refunded`);
       }
       if (!r.lastStatus || !["PAID", "SHIPPED", "STOCK_SHORT", "REFUNDED"].includes(r.lastStatus)) {
-        sawPaid.push(`${who}: watched the order page for 45 s and saw ${r.lastStatus ?? "nothing"}`);
+        sawPaid.push(`${who}: watched the order page for 60 s and saw ${r.lastStatus ?? "nothing"}`);
       }
     }
     for (const refund of r.refunds) {

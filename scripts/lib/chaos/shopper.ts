@@ -123,7 +123,7 @@ export async function runShopper(ctx: ShopperContext, index: number): Promise<Sh
     collect(payAnswers, record.outTradeNos, record.refusals, (v) => v.outTradeNo);
     const payment = firstValue(payAnswers);
     if (!payment) return record;
-    await client.http(payment.payUrl, {}, 200);
+    await openPayPage(client, payment.payUrl, faults);
     const tradePath = `/provider/api/admin/trades/${encodeURIComponent(payment.outTradeNo)}`;
     if (plan.chance(0.12)) {
       await providerAdmin(client, tradePath, "DROP_ON");
@@ -187,6 +187,20 @@ export async function runShopper(ctx: ShopperContext, index: number): Promise<Sh
   return record;
 }
 
+/**
+ * MockPay's page opens the trade. Next streams pages, so a page that failed can
+ * still answer 200 with an error view: like a person, look at it and reload.
+ */
+async function openPayPage(client: ChaosClient, payUrl: string, faults: Faults): Promise<void> {
+  for (let attempt = 0; attempt < 30; attempt++) {
+    const html = await (await client.http(payUrl, {}, 200)).text();
+    if (html.includes('data-testid="trade-status"')) return;
+    faults.count("MockPay's page showed an error (shopper reloads)");
+    await sleep(300);
+  }
+  throw new Error(`MockPay's page never showed the trade: ${payUrl}`);
+}
+
 function pickCart(plan: Rng, skuIds: readonly string[]) {
   const lines = plan.pick([1, 1, 2]);
   const chosen = new Set<string>();
@@ -232,7 +246,7 @@ async function waitForStatus(
   const started = Date.now();
   let asked = false;
   let status: string | undefined;
-  while (Date.now() - started < 45_000) {
+  while (Date.now() - started < 60_000) {
     const order = await client.query<{ status: string }>("orders.get", { orderId });
     status = order.ok ? order.value.status : status;
     if (status && done(status)) return status;

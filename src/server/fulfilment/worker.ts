@@ -82,9 +82,11 @@ export async function startWorker(db: Db, options: WorkerOptions): Promise<Runni
       },
     },
   });
+  // A relay takes milliseconds; one stuck on a dead connection is given up on quickly.
   const relay = every(options.relayIntervalMs, () => relayOutbox(db), {
     name: "outbox relay",
     log: options.log,
+    deadlineMs: 10_000,
   });
   const refunds = options.refunds;
   const submitter = refunds

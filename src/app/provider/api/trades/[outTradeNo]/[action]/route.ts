@@ -1,4 +1,5 @@
 import { getAppContext } from "../../../../../../server/app-context";
+import { isDomainError, isTransientError } from "../../../../../../server/errors";
 import { cancelTrade, confirmTrade } from "../../../../../../server/provider/trades";
 
 export const dynamic = "force-dynamic";
@@ -18,7 +19,11 @@ export async function POST(
         : await cancelTrade(app.db, app.provider.appId, outTradeNo);
     const back = trade.returnUrl.startsWith("/") ? trade.returnUrl : "/";
     return new Response(null, { status: 303, headers: { location: back } });
-  } catch {
-    return new Response("no such trade", { status: 404 });
+  } catch (error) {
+    if (isDomainError(error)) return new Response("no such trade", { status: 404 });
+    // The database is away: the shopper may press the button again.
+    if (isTransientError(error))
+      return new Response("try again", { status: 503, headers: { "retry-after": "1" } });
+    throw error;
   }
 }
