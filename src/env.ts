@@ -33,6 +33,8 @@ const schema = z.object({
   DATA_DIR: z.string().min(1).default(DEFAULT_DATA_DIR),
   DB_POOL_MAX: z.coerce.number().int().min(1).max(200).default(10),
   DB_STATEMENT_TIMEOUT_MS: z.coerce.number().int().nonnegative().default(15_000),
+  /** The server ends a session idle inside a transaction this long (0: never), releasing its locks. */
+  DB_IDLE_IN_TRANSACTION_TIMEOUT_MS: z.coerce.number().int().nonnegative().default(30_000),
   SESSION_SECRET: z.string().min(16).default("dev-only-session-secret-change-me"),
   IDEMPOTENCY_TTL_HOURS: z.coerce.number().positive().default(24),
   IDEMPOTENCY_LEASE_MS: z.coerce.number().int().positive().default(30_000),

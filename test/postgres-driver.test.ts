@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { pgClient } from "../src/server/db/client";
+import { closeDb, createDb, pgClient } from "../src/server/db/client";
 import { createTestDatabase, type TestDatabase } from "./support/database";
 
 /**
@@ -42,6 +42,22 @@ describe("postgres.js on a connection the server terminated", () => {
       expect(answered).toBeGreaterThanOrEqual(5);
     } finally {
       await Promise.race([sql.end({ timeout: 1 }), new Promise((resolve) => setTimeout(resolve, 2_000))]);
+    }
+  });
+
+  it("ends a session a client left idle inside a transaction, so its row locks do not hold everyone up", async () => {
+    const db = createDb(t.url, { max: 2, idleInTransactionTimeoutMs: 300 });
+    try {
+      const held = await db.$client.reserve();
+      await held`BEGIN`;
+      await held`SELECT * FROM sku WHERE id = 'SKU-MUG' FOR UPDATE`;
+      // The client "forgets" this transaction. Another request wants the same row:
+      const started = Date.now();
+      await t.sql`UPDATE sku SET name = name WHERE id = 'SKU-MUG'`;
+      expect(Date.now() - started).toBeLessThan(5_000);
+      held.release();
+    } finally {
+      await closeDb(db);
     }
   });
 });

@@ -34,6 +34,7 @@ export function getAppContext(): AppContext {
   const db = createDb(env.databaseUrl, {
     max: env.DB_POOL_MAX,
     statementTimeoutMs: env.DB_STATEMENT_TIMEOUT_MS,
+    idleInTransactionTimeoutMs: env.DB_IDLE_IN_TRANSACTION_TIMEOUT_MS,
   });
   const app: AppContext = {
     db,

@@ -89,9 +89,9 @@ export class ChaosClient {
   /**
    * A plain HTTP call to the app (MockPay's pages and forms), with the same
    * failover; like a person in front of an error page, it tries again until the
-   * answer has the expected status.
+   * answer has the expected status. Returns the body.
    */
-  async http(path: string, init: RequestInit, expected: number): Promise<Response> {
+  async http(path: string, init: RequestInit, expected: number): Promise<string> {
     for (let attempt = 0; ; attempt++) {
       const base = this.cluster.url(this.rng.int(0, 1) + attempt);
       let status: number | string;
@@ -101,9 +101,10 @@ export class ChaosClient {
           redirect: "manual",
           signal: AbortSignal.timeout(15_000),
         });
-        if (response.status === expected) return response;
+        // The body is read here too: an instance killed mid-answer fails the read, not just the fetch.
+        const text = await response.text();
+        if (response.status === expected) return text;
         status = response.status;
-        await response.body?.cancel();
         this.faults.count(`page answered ${status} (shopper tries again)`);
       } catch (error) {
         status = String(error);

@@ -13,6 +13,12 @@ export interface CreateDbOptions {
   max?: number;
   /** Server-side limit per statement; a statement that hits it fails as a transient error. */
   statementTimeoutMs?: number;
+  /**
+   * The server ends a session left idle inside a transaction this long, releasing its locks. Our
+   * transactions never wait on anything outside the database, so only a client that lost track of its
+   * connection leaves one open — which the chaos run saw hold a row lock that every later request queued on.
+   */
+  idleInTransactionTimeoutMs?: number;
 }
 
 /**
@@ -71,6 +77,9 @@ export function createDb(url: string, options: CreateDbOptions = {}): Db {
     connection: {
       application_name: "exactly-once-checkout",
       ...(options.statementTimeoutMs ? { statement_timeout: options.statementTimeoutMs } : {}),
+      ...(options.idleInTransactionTimeoutMs
+        ? { idle_in_transaction_session_timeout: options.idleInTransactionTimeoutMs }
+        : {}),
     },
   });
   return drizzle({ client: preparedByDefault(client), schema, casing: "snake_case" });
