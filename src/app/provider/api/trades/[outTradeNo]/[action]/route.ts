@@ -1,6 +1,8 @@
 import { getAppContext } from "../../../../../../server/app-context";
-import { isDomainError, isTransientError } from "../../../../../../server/errors";
+import { isDomainError } from "../../../../../../server/errors";
+import { getLogger } from "../../../../../../server/logger";
 import { cancelTrade, confirmTrade } from "../../../../../../server/provider/trades";
+import { errorResponse } from "../../../../../../server/rest/http";
 
 export const dynamic = "force-dynamic";
 
@@ -21,9 +23,7 @@ export async function POST(
     return new Response(null, { status: 303, headers: { location: back } });
   } catch (error) {
     if (isDomainError(error)) return new Response("no such trade", { status: 404 });
-    // The database is away: the shopper may press the button again.
-    if (isTransientError(error))
-      return new Response("try again", { status: 503, headers: { "retry-after": "1" } });
-    throw error;
+    // The database is away: a retryable 503 the shopper may press the button again on; anything else a 500.
+    return errorResponse(error, (err) => getLogger().error({ err }, "MockPay pay page action failed"));
   }
 }
