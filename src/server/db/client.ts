@@ -109,8 +109,9 @@ export interface HeldConnection {
   /**
    * Gives the connection back, never inside a transaction: ROLLBACK first, which
    * is harmless when none is open and fails harmlessly on a connection that is
-   * gone (the server ended its transaction; patches/postgres+3.4.9.patch keeps
-   * postgres.js from throwing out of a timer when asked to write on it).
+   * gone (the server ended its transaction; patches/postgres+3.4.9.patch makes
+   * postgres.js fail it with CONNECTION_CLOSED rather than throw out of a timer
+   * or leave it waiting, and forget the dead socket's queue before reconnecting).
    */
   close(): Promise<void>;
 }
@@ -129,7 +130,8 @@ export async function holdConnection(db: Db): Promise<HeldConnection> {
     tx,
     sql: reserved,
     close: async () => {
-      // Bounded: on a connection reset under it, postgres.js can leave a late query unanswered.
+      // Bounded, as a last resort: a ROLLBACK still queued when the wait ends runs before anything
+      // the next holder sends on this connection, so giving it back early is safe.
       const rollback = reserved`ROLLBACK`.catch(() => {});
       await Promise.race([rollback, new Promise((resolve) => setTimeout(resolve, 1_000).unref())]);
       reserved.release();

@@ -1,0 +1,96 @@
+import net from "node:net";
+
+/**
+ * A TCP proxy in front of the test database that can kill a connection the way
+ * the server does when a backend is terminated (a FATAL 57P01, then the socket
+ * closes) at a chosen moment: when the client sends a statement containing some text.
+ * The real server, reached through it, does everything else.
+ */
+export interface PgProxy {
+  /** The database URL, through the proxy. */
+  url: string;
+  /** The next `count` client messages containing `text` get a FATAL instead of an answer. */
+  killOn(text: string, count?: number): void;
+  /** How many connections were killed so far. */
+  readonly killed: number;
+  close(): Promise<void>;
+}
+
+/** The ErrorResponse that pg_terminate_backend() makes the server send before closing. */
+function terminatedByAdministrator(): Buffer {
+  const fields = [
+    ["S", "FATAL"],
+    ["V", "FATAL"],
+    ["C", "57P01"],
+    ["M", "terminating connection due to administrator command"],
+    ["R", "ProcessInterrupts"],
+  ];
+  const body = Buffer.concat([
+    ...fields.map(([tag, value]) => Buffer.from(`${tag}${value}\0`, "utf8")),
+    Buffer.from([0]),
+  ]);
+  const header = Buffer.alloc(5);
+  header.write("E", 0);
+  header.writeInt32BE(body.length + 4, 1);
+  return Buffer.concat([header, body]);
+}
+
+export async function startPgProxy(databaseUrl: string): Promise<PgProxy> {
+  const target = new URL(databaseUrl);
+  const socketDir = target.searchParams.get("host");
+  const port = Number(target.port || 5432);
+  const connectTarget = (): net.Socket =>
+    socketDir?.startsWith("/")
+      ? net.connect({ path: `${socketDir}/.s.PGSQL.${port}` })
+      : net.connect({ host: target.hostname, port });
+
+  let trigger: { text: string; remaining: number } | undefined;
+  let killed = 0;
+  const sockets = new Set<net.Socket>();
+  const server = net.createServer((client) => {
+    const upstream = connectTarget();
+    sockets.add(client).add(upstream);
+    // Either side gone ends the other.
+    const closeBoth = () => {
+      client.destroy();
+      upstream.destroy();
+      sockets.delete(client);
+      sockets.delete(upstream);
+    };
+    for (const socket of [client, upstream]) socket.on("close", closeBoth).on("error", closeBoth);
+    upstream.on("data", (data) => client.write(data));
+    client.on("data", (data) => {
+      if (trigger && trigger.remaining > 0 && data.includes(trigger.text)) {
+        trigger.remaining--;
+        killed++;
+        // The FATAL must reach the client before its socket closes.
+        upstream.removeAllListeners("close").on("error", () => {});
+        upstream.destroy();
+        client.end(terminatedByAdministrator());
+        return;
+      }
+      upstream.write(data);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const address = server.address() as net.AddressInfo;
+
+  const url = new URL(databaseUrl);
+  url.searchParams.delete("host");
+  url.hostname = "127.0.0.1";
+  url.port = String(address.port);
+
+  return {
+    url: url.toString(),
+    killOn(text, count = 1) {
+      trigger = { text, remaining: count };
+    },
+    get killed() {
+      return killed;
+    },
+    async close() {
+      for (const socket of sockets) socket.destroy();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
+}
