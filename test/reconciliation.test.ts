@@ -56,6 +56,24 @@ describe("reconciliation", () => {
     expect(await broken()).toEqual([]);
   });
 
+  it("reports an order whose successful refunds add up to its payment but is not REFUNDED", async () => {
+    const { orderId } = await placePaidOrder(app, [{ skuId: "SKU-MUG", quantity: 1 }]);
+    await fulfil(orderId);
+    // Two refunds that succeeded together, each summing without the other (the race notify.ts now locks out).
+    await t.sql`
+      INSERT INTO refund_order (refund_no, order_id, payment_id, amount_cents, currency, reason, status)
+      SELECT 'R-' || n || '-' || ${orderId}, p.order_id, p.id,
+             CASE WHEN n = 1 THEN p.amount_cents / 2 ELSE p.amount_cents - p.amount_cents / 2 END,
+             p.currency, 'test', 'REFUND_SUCCESS'
+        FROM payment_order p, generate_series(1, 2) AS n
+       WHERE p.order_id = ${orderId} AND p.status = 'SUCCESS'`;
+    expect(await broken()).toEqual([
+      "refunds-within-paid: the successful refunds add up to the payment, but the order is not REFUNDED",
+    ]);
+    await t.sql`DELETE FROM refund_order WHERE order_id = ${orderId}`;
+    expect(await broken()).toEqual([]);
+  });
+
   it("reports stock changed without a record, a lost deduction, and a stuck idempotency record", async () => {
     const { orderId } = await placePaidOrder(app, [{ skuId: "SKU-KETTLE", quantity: 1 }]);
     await fulfil(orderId);

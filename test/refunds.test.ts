@@ -253,6 +253,68 @@ describe("refunds", () => {
     expect(facts).toEqual({ returns: 1, reversals: 2, refunds: 1 });
   });
 
+  it("marks an order refunded when two refunds that add up to its amount succeed at the same moment", async () => {
+    // Each refund.succeeded sums the order's successful refunds; two arriving together must not both
+    // miss the other (the chaos run saw a shopper's refund and the automatic one leave an order unrefunded).
+    const signed = (body: object) => {
+      const text = JSON.stringify(body);
+      return {
+        body: text,
+        signature: signBody(app.payments.webhookSecret, text, Math.floor(Date.now() / 1000)),
+        deliveryId: null,
+      };
+    };
+    const orders = [];
+    for (let n = 0; n < 8; n++) {
+      orders.push(
+        await (async () => {
+          const paid = await payThroughProvider(app, [{ skuId: "SKU-MUG", quantity: 2 }]);
+          const halves = [
+            Math.floor(paid.amountCents / 2),
+            paid.amountCents - Math.floor(paid.amountCents / 2),
+          ];
+          const refundNos = halves.map(() => `R-${randomUUID()}`);
+          for (const [i, refundNo] of refundNos.entries()) {
+            await callerFor(paid.userId).refunds.create({
+              orderId: paid.orderId,
+              refundNo,
+              amountCents: halves[i] ?? 0,
+            });
+          }
+          const [payment] = await t.sql<{ transaction_id: string }[]>`
+          SELECT transaction_id FROM payment_order WHERE out_trade_no = ${paid.outTradeNo}`;
+          const notifications = refundNos.map((refundNo, i) =>
+            signed({
+              id: `evt_${randomUUID()}`,
+              type: "refund.succeeded",
+              app_id: app.payments.appId,
+              out_trade_no: paid.outTradeNo,
+              transaction_id: payment?.transaction_id,
+              refund_no: refundNo,
+              amount_cents: halves[i],
+              currency: "USD",
+              created_at: new Date().toISOString(),
+            }),
+          );
+          return { ...paid, notifications };
+        })(),
+      );
+    }
+    // Both notifications of every order at once.
+    const verdicts = await Promise.all(
+      orders.flatMap((o) => o.notifications.map((n) => handlePaymentNotification(t.db, n, app.payments))),
+    );
+    expect(verdicts.map((v) => v.httpStatus)).toEqual(verdicts.map(() => 200));
+    for (const o of orders) {
+      const [facts] = await t.sql`
+        SELECT (SELECT status FROM orders WHERE id = ${o.orderId}) AS order_status,
+               (SELECT count(*)::int FROM refund_order WHERE order_id = ${o.orderId} AND status = 'REFUND_SUCCESS') AS refunds,
+               (SELECT count(*)::int FROM outbox_event WHERE aggregate_id = ${o.orderId}::text
+                 AND event_type = 'RefundSucceeded' AND (payload->>'fullyRefunded')::boolean) AS full_events`;
+      expect(facts).toEqual({ order_status: "REFUNDED", refunds: 2, full_events: 1 });
+    }
+  });
+
   it("refunds an order automatically, once, when its stock runs short", async () => {
     const { orderId, amountCents } = await payThroughProvider(app, [{ skuId: "SKU-KETTLE", quantity: 2 }]);
     // Between payment and fulfilment the stock went elsewhere (written off, as stock counts do).

@@ -135,7 +135,11 @@ export async function checkInvariants(
       const n = paymentsByOrder.get(order.id) ?? 0;
       if (n !== 1) paidOnce.push(`${who}: order ${order.id} has ${n} successful payments`);
       if (!["SHIPPED", "REFUNDED"].includes(order.status)) {
-        finished.push(`${who}: order ${order.id} is ${order.status}, neither shipped nor refunded`);
+        const money = refundedByOrder.get(order.id);
+        const refunded = money ? `; refunds not failed: ${money.refunded} of ${money.paid} cents` : "";
+        finished.push(
+          `${who}: order ${order.id} is ${order.status}, neither shipped nor refunded${refunded}`,
+        );
       }
       if (!r.lastStatus || !["PAID", "SHIPPED", "STOCK_SHORT", "REFUNDED"].includes(r.lastStatus)) {
         sawPaid.push(`${who}: watched the order page for 60 s and saw ${r.lastStatus ?? "nothing"}`);

@@ -270,6 +270,13 @@ async function applyRefundSucceeded(
       true,
     );
   }
+  // One refund completes at a time per payment (recordRefund takes the same lock): two refunds
+  // succeeding together would each sum the successes without the other's and both miss "fully refunded".
+  await tx
+    .select({ id: paymentOrder.id })
+    .from(paymentOrder)
+    .where(eq(paymentOrder.id, payment.id))
+    .for("update");
   const [moved] = await tx
     .update(refundOrder)
     .set({ status: "REFUND_SUCCESS", updatedAt: sql`now()` })

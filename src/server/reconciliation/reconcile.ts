@@ -167,7 +167,8 @@ const INVARIANTS: Invariant[] = [
   },
   {
     name: "refunds-within-paid",
-    description: "Refunds of an order never add up to more than was paid.",
+    description:
+      "Refunds of an order never add up to more than was paid; an order refunded in full is REFUNDED.",
     checks: [
       {
         message: "refunds exceed the payment",
@@ -175,6 +176,15 @@ const INVARIANTS: Invariant[] = [
                            FROM refund_order r JOIN payment_order p ON p.id = r.payment_id
                           WHERE r.status <> 'REFUND_FAILED'
                           GROUP BY p.order_id, p.amount_cents HAVING sum(r.amount_cents) > p.amount_cents`,
+      },
+      {
+        message: "the successful refunds add up to the payment, but the order is not REFUNDED",
+        query:
+          () => sql`SELECT o.id AS order_id, o.status, p.amount_cents AS paid, sum(r.amount_cents)::bigint AS refunded
+                           FROM refund_order r JOIN payment_order p ON p.id = r.payment_id
+                           JOIN orders o ON o.id = p.order_id
+                          WHERE r.status = 'REFUND_SUCCESS' AND o.status <> 'REFUNDED'
+                          GROUP BY o.id, o.status, p.amount_cents HAVING sum(r.amount_cents) = p.amount_cents`,
       },
     ],
   },
