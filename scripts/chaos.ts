@@ -19,7 +19,7 @@ import { closeDb, createDb, pgClient } from "../src/server/db/client";
 import { runMigrations } from "../src/server/db/migrate";
 import { CATALOGUE, seedCatalogue } from "../src/server/db/seed";
 import { ensureBuild } from "./lib/build";
-import { checkInvariants, settle } from "./lib/chaos/checks";
+import { checkInvariants, settle, stallReport } from "./lib/chaos/checks";
 import { Cluster } from "./lib/chaos/cluster";
 import { Faults, Invariants, printReport } from "./lib/chaos/report";
 import { runShopper, type ShopperRecord } from "./lib/chaos/shopper";
@@ -122,6 +122,8 @@ async function runOnce(plan: RunPlan, adminUrl: string): Promise<RunSummary> {
     log(`shoppers done in ${((Date.now() - started) / 1000).toFixed(1)} s; waiting for the system to settle`);
     const settled = await settle(db, 120_000);
     log(settled.ok ? `settled in ${settled.seconds.toFixed(1)} s` : `did not settle: ${settled.detail}`);
+    if (!settled.ok)
+      for (const line of await stallReport(db).catch((e: unknown) => [String(e)])) log(`  ${line}`);
     faults.count("worker killed right after a consumer committed (restarted)", cluster.workerCrashes);
 
     const invariants = new Invariants();

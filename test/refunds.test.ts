@@ -337,6 +337,42 @@ describe("refunds", () => {
   });
 });
 
+describe("the automatic refund", () => {
+  it("refunds what is left when the shopper's own refund is being recorded at that moment", async () => {
+    const { orderId, amountCents } = await payThroughProvider(app, [{ skuId: "SKU-KETTLE", quantity: 1 }]);
+    // Between payment and fulfilment the last kettles went elsewhere (written off).
+    await t.sql`UPDATE sku SET stock = 0, initial_stock = initial_stock - stock WHERE id = 'SKU-KETTLE'`;
+    const paid = await eventId(orderId, "OrderPaid");
+    expect(await handleConsumeJob(t.db, { eventId: paid, consumer: "stock" })).toBe("SKIPPED");
+    const short = await eventId(orderId, "StockShort");
+    // The shopper's refund is being recorded: its transaction holds the payment, as recordRefund does.
+    const shopper = await t.db.$client.reserve();
+    try {
+      await shopper`BEGIN`;
+      const [payment] = await shopper<{ id: string }[]>`
+        SELECT id FROM payment_order WHERE order_id = ${orderId} AND status = 'SUCCESS' FOR UPDATE`;
+      const automatic = handleConsumeJob(t.db, { eventId: short, consumer: "auto-refund" });
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      await shopper`
+        INSERT INTO refund_order (refund_no, order_id, payment_id, amount_cents, currency, reason)
+        VALUES (${`R-${randomUUID()}`}, ${orderId}, ${payment?.id ?? ""}, 1000, 'USD', 'changed my mind')`;
+      await shopper`COMMIT`;
+      // Reading what was left before the lock, it asked for the whole amount and was refused (then retried).
+      expect(await automatic).toBe("APPLIED");
+    } finally {
+      shopper.release();
+    }
+    const refunds = await refundsOf(orderId);
+    expect(refunds.find((r) => r.refund_no === `AUTO-${orderId}`)?.amount_cents).toBe(
+      String(amountCents - 1000),
+    );
+    await submitPendingRefunds(t.db, app.payments);
+    await deliverAll(app);
+    const [order] = await t.sql`SELECT status FROM orders WHERE id = ${orderId}`;
+    expect(order?.status).toBe("REFUNDED");
+  });
+});
+
 describe("afterwards", () => {
   it("leaves the database reconciled", async () => {
     const report = await reconcile(t.db);

@@ -16,6 +16,31 @@ async function outstanding(db: Db) {
   return row ?? {};
 }
 
+/**
+ * What the database says when the system did not settle: who is connected doing
+ * what (and waiting on what), and how the queued jobs stand. Printed with the
+ * failure so a hang on CI can be read afterwards.
+ */
+export async function stallReport(db: Db): Promise<string[]> {
+  const sessions = await db.$client<Record<string, unknown>[]>`
+    SELECT coalesce(nullif(application_name, ''), backend_type) AS app, state, wait_event_type, wait_event,
+           count(*)::int AS n, max(now() - state_change)::text AS longest, left(max(query), 120) AS query
+      FROM pg_stat_activity
+     WHERE datname = current_database() AND pid <> pg_backend_pid()
+     GROUP BY 1, 2, 3, 4 ORDER BY n DESC`;
+  const jobs = await db.$client<Record<string, unknown>[]>`
+    SELECT j.locked_by IS NOT NULL AS locked, j.attempts, j.run_at <= now() AS due, count(*)::int AS n,
+           left(max(j.last_error), 160) AS last_error, max(now() - j.locked_at)::text AS locked_for
+      FROM graphile_worker._private_jobs j GROUP BY 1, 2, 3 ORDER BY n DESC`;
+  const beats = await db.$client<Record<string, unknown>[]>`
+    SELECT worker_id, process, (now() - beat_at)::text AS since FROM worker_heartbeat ORDER BY beat_at DESC LIMIT 5`;
+  return [
+    ...sessions.map((row) => `session ${JSON.stringify(row)}`),
+    ...jobs.map((row) => `jobs ${JSON.stringify(row)}`),
+    ...beats.map((row) => `heartbeat ${JSON.stringify(row)}`),
+  ];
+}
+
 /** Waits until nothing is outstanding (a quiet second in a row), or the timeout. */
 export async function settle(db: Db, timeoutMs: number) {
   const started = Date.now();

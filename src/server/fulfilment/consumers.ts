@@ -7,6 +7,7 @@ import {
   orderItem,
   orders,
   outboxEvent,
+  paymentOrder,
   refundOrder,
   shipment,
   sku,
@@ -196,6 +197,13 @@ export const autoRefundConsumer: Consumer = {
   eventTypes: ["StockShort"],
   async apply(tx, event) {
     const orderId = orderIdOf(event);
+    // The payment's lock first (recordRefund takes it too): what is left to refund is then read after any
+    // refund the shopper is recording at this moment, not before it.
+    await tx
+      .select({ id: paymentOrder.id })
+      .from(paymentOrder)
+      .where(and(eq(paymentOrder.orderId, orderId), eq(paymentOrder.status, "SUCCESS")))
+      .for("update");
     const [order] = await tx
       .select({ amountCents: orders.amountCents })
       .from(orders)
