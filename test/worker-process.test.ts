@@ -81,6 +81,43 @@ describe("separate worker processes", () => {
     expect(await exited).toBe(0);
   });
 
+  it("a live worker keeps a job that runs longer than the dead-worker window (its heartbeat vouches for it)", async () => {
+    await stopAllWorkers();
+    startWorkerProcess({ WORKER_HEARTBEAT_MS: "200" }); // dead after 5 silent beats: 1 s
+    // The stock consumer will wait on this row lock for longer than that.
+    const blocker = await t.db.$client.reserve();
+    try {
+      await blocker`BEGIN`;
+      await blocker`SELECT id FROM sku WHERE id = 'SKU-GRINDER' FOR NO KEY UPDATE`; // what UPDATE sku takes; order lines' foreign keys still pass
+      const { orderId } = await placePaidOrder(app, [{ skuId: "SKU-GRINDER", quantity: 1 }]);
+      const lockedJob = async () =>
+        (
+          await t.sql<{ locked_by: string | null; locked_at: Date | null }[]>`
+            SELECT locked_by, locked_at FROM graphile_worker._private_jobs j
+             WHERE j.key LIKE '%:stock' AND locked_by IS NOT NULL`
+        )[0];
+      await expect.poll(lockedJob, { timeout: 15_000, interval: 100 }).toBeDefined();
+      const before = await lockedJob();
+      await new Promise((resolve) => setTimeout(resolve, 2_000));
+      // Not unlocked and fetched again: the same lock, and a fresh heartbeat under the id it was taken with.
+      expect(await lockedJob()).toEqual(before);
+      const [beat] = await t.sql`
+        SELECT count(*)::int AS n FROM worker_heartbeat
+         WHERE worker_id = ${before?.locked_by ?? ""} AND beat_at > now() - interval '1 second'`;
+      expect(beat?.n).toBe(1);
+      await blocker`COMMIT`;
+      await expect
+        .poll(async () => (await t.sql`SELECT status FROM orders WHERE id = ${orderId}`)[0]?.status, {
+          timeout: 20_000,
+          interval: 200,
+        })
+        .toBe("SHIPPED");
+    } finally {
+      await blocker`ROLLBACK`.catch(() => {});
+      blocker.release();
+    }
+  });
+
   it("a worker killed right after a consumer committed: another takes its locked job within seconds, effects once", async () => {
     await stopAllWorkers();
     const crashing = startWorkerProcess({ FAULT_CONSUMER_CRASH_RATE: "1", WORKER_HEARTBEAT_MS: "200" });

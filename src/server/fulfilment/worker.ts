@@ -59,9 +59,11 @@ export async function startWorker(db: Db, options: WorkerOptions): Promise<Runni
     options.log[method]({ ...meta, component: "graphile-worker" }, message);
   });
   const events: WorkerEvents = new EventEmitter();
+  // Jobs are locked in the name of the worker *pool* (locked_by = "pool-…"), not of its workers: the pool's
+  // id is what the heartbeat must vouch for, or a live pool's long-running job would be taken from it.
   const workerIds = new Set<string>();
-  events.on("worker:create", ({ worker }) => workerIds.add(worker.workerId));
-  events.on("worker:stop", ({ worker }) => workerIds.delete(worker.workerId));
+  events.on("pool:create", ({ workerPool }) => workerIds.add(workerPool.id));
+  events.on("pool:release", ({ workerPool }) => workerIds.delete(workerPool.id));
   const runner = await run({
     connectionString: options.connectionString,
     concurrency: options.concurrency,
