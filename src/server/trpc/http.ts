@@ -2,7 +2,9 @@ import type { AnyTRPCRouter } from "@trpc/server";
 import { fetchRequestHandler } from "@trpc/server/adapters/fetch";
 import type { AppContext } from "../app-context";
 import { DomainError } from "../errors";
+import { getLogger } from "../logger";
 import { createTrpcContext } from "./context";
+import { wasLogged } from "./init";
 import { appRouter } from "./root";
 
 /** tRPC over HTTP (fetch Request in, Response out): the route handler, and tests, call this. */
@@ -16,6 +18,12 @@ export function handleTrpcRequest(
     req,
     router: mount.router,
     createContext: ({ req, resHeaders }) => createTrpcContext(app, req, resHeaders),
+    // Procedures log their own unknown errors (init.ts); this catches the ones raised around them (reading the
+    // request, building the response), which would otherwise answer 500 without a trace.
+    onError({ error, path, type }) {
+      if (error.code !== "INTERNAL_SERVER_ERROR" || wasLogged(error)) return;
+      getLogger().error({ err: error.cause ?? error, path, type }, "unhandled error around a procedure");
+    },
     responseMeta({ errors }) {
       const waits = errors.flatMap((error) =>
         error.cause instanceof DomainError && error.cause.details.retryAfterMs

@@ -55,6 +55,10 @@ const t = initTRPC.context<TrpcContext>().create({
   },
 });
 
+/** Errors the procedure middleware already logged (the HTTP handler's onError skips them). */
+const logged = new WeakSet<object>();
+export const wasLogged = (error: object) => logged.has(error);
+
 /**
  * Maps DomainErrors to tRPC codes and logs unknown errors once. In tRPC v11
  * `next()` does not throw: it returns `{ ok: false, error }` with the original
@@ -72,6 +76,7 @@ const domainErrors = t.middleware(async ({ next, ctx, path, type }) => {
     throw new TRPCError({ code: TRPC_CODE_BY_DOMAIN_CODE[cause.code], message: cause.message, cause });
   }
   if (result.error.code === "INTERNAL_SERVER_ERROR") {
+    logged.add(result.error);
     getLogger().error(
       { err: cause ?? result.error, path, type, requestId: ctx.requestId, userId: ctx.userId },
       "unhandled error in procedure",

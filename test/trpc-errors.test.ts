@@ -1,0 +1,50 @@
+import { afterEach, describe, expect, it, vi } from "vitest";
+import type { AppContext } from "../src/server/app-context";
+import { getLogger } from "../src/server/logger";
+import { handleTrpcRequest } from "../src/server/trpc/http";
+import { router, shopperProcedure } from "../src/server/trpc/init";
+
+/**
+ * Every 500 leaves one log line: an unknown error inside a procedure is logged by
+ * the procedure middleware, one raised around it (here: building the response) by
+ * the HTTP handler — once each, never twice, never not at all.
+ */
+const testRouter = router({
+  fails: shopperProcedure.query(() => {
+    throw new Error("boom inside");
+  }),
+  unserialisable: shopperProcedure.query(() => ({
+    get value(): string {
+      throw new Error("boom while answering");
+    },
+  })),
+});
+// Only what the tRPC context reads.
+const app = { sessionSecret: "s".repeat(32), secureCookies: false } as unknown as AppContext;
+const call = (path: string) =>
+  handleTrpcRequest(app, new Request(`http://127.0.0.1/api/test/${path}`), {
+    router: testRouter,
+    endpoint: "/api/test",
+  });
+
+afterEach(() => vi.restoreAllMocks());
+
+describe("internal errors of tRPC calls", () => {
+  it("are answered 500 without their message and logged once, inside a procedure or around it", async () => {
+    const error = vi.spyOn(getLogger(), "error").mockImplementation(() => undefined);
+    for (const [path, logLine, message] of [
+      ["fails", "unhandled error in procedure", "boom inside"],
+      ["unserialisable", "unhandled error around a procedure", "boom while answering"],
+    ] as const) {
+      error.mockClear();
+      const response = await call(path);
+      expect(response.status).toBe(500);
+      const body = await response.text();
+      expect(body).toContain("Internal server error");
+      expect(body).not.toContain(message);
+      expect(error).toHaveBeenCalledTimes(1);
+      expect(error.mock.calls[0]?.[1]).toBe(logLine);
+      expect(String((error.mock.calls[0]?.[0] as { err?: unknown })?.err)).toContain(message);
+    }
+  });
+});
