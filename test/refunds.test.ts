@@ -266,39 +266,31 @@ describe("refunds", () => {
     };
     const orders = [];
     for (let n = 0; n < 8; n++) {
-      orders.push(
-        await (async () => {
-          const paid = await payThroughProvider(app, [{ skuId: "SKU-MUG", quantity: 2 }]);
-          const halves = [
-            Math.floor(paid.amountCents / 2),
-            paid.amountCents - Math.floor(paid.amountCents / 2),
-          ];
-          const refundNos = halves.map(() => `R-${randomUUID()}`);
-          for (const [i, refundNo] of refundNos.entries()) {
-            await callerFor(paid.userId).refunds.create({
-              orderId: paid.orderId,
-              refundNo,
-              amountCents: halves[i] ?? 0,
-            });
-          }
-          const [payment] = await t.sql<{ transaction_id: string }[]>`
-          SELECT transaction_id FROM payment_order WHERE out_trade_no = ${paid.outTradeNo}`;
-          const notifications = refundNos.map((refundNo, i) =>
-            signed({
-              id: `evt_${randomUUID()}`,
-              type: "refund.succeeded",
-              app_id: app.payments.appId,
-              out_trade_no: paid.outTradeNo,
-              transaction_id: payment?.transaction_id,
-              refund_no: refundNo,
-              amount_cents: halves[i],
-              currency: "USD",
-              created_at: new Date().toISOString(),
-            }),
-          );
-          return { ...paid, notifications };
-        })(),
+      const paid = await payThroughProvider(app, [{ skuId: "SKU-MUG", quantity: 2 }]);
+      const half = Math.floor(paid.amountCents / 2);
+      const refunds = [half, paid.amountCents - half].map((amountCents) => ({
+        refundNo: `R-${randomUUID()}`,
+        amountCents,
+      }));
+      for (const refund of refunds) {
+        await callerFor(paid.userId).refunds.create({ orderId: paid.orderId, ...refund });
+      }
+      const [payment] = await t.sql<{ transaction_id: string }[]>`
+        SELECT transaction_id FROM payment_order WHERE out_trade_no = ${paid.outTradeNo}`;
+      const notifications = refunds.map((refund) =>
+        signed({
+          id: `evt_${randomUUID()}`,
+          type: "refund.succeeded",
+          app_id: app.payments.appId,
+          out_trade_no: paid.outTradeNo,
+          transaction_id: payment?.transaction_id,
+          refund_no: refund.refundNo,
+          amount_cents: refund.amountCents,
+          currency: "USD",
+          created_at: new Date().toISOString(),
+        }),
       );
+      orders.push({ ...paid, notifications });
     }
     // Both notifications of every order at once.
     const verdicts = await Promise.all(

@@ -7,14 +7,13 @@ import {
   orderItem,
   orders,
   outboxEvent,
-  paymentOrder,
   refundOrder,
   shipment,
   sku,
   stockDeductRecord,
   stockReturnRecord,
 } from "../db/schema";
-import { recordRefund } from "../refunds/create-refund";
+import { lockPaidPayment, recordRefund } from "../refunds/create-refund";
 import type { Consumer, OutboxEvent } from "./consume";
 
 /** Events a consumer can raise in turn, in the same transaction as its effect. */
@@ -199,11 +198,7 @@ export const autoRefundConsumer: Consumer = {
     const orderId = orderIdOf(event);
     // The payment's lock first (recordRefund takes it too): what is left to refund is then read after any
     // refund the shopper is recording at this moment, not before it.
-    await tx
-      .select({ id: paymentOrder.id })
-      .from(paymentOrder)
-      .where(and(eq(paymentOrder.orderId, orderId), eq(paymentOrder.status, "SUCCESS")))
-      .for("update");
+    await lockPaidPayment(tx, orderId);
     const [order] = await tx
       .select({ amountCents: orders.amountCents })
       .from(orders)

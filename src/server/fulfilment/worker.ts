@@ -61,9 +61,9 @@ export async function startWorker(db: Db, options: WorkerOptions): Promise<Runni
   const events: WorkerEvents = new EventEmitter();
   // Jobs are locked in the name of the worker *pool* (locked_by = "pool-…"), not of its workers: the pool's
   // id is what the heartbeat must vouch for, or a live pool's long-running job would be taken from it.
-  const workerIds = new Set<string>();
-  events.on("pool:create", ({ workerPool }) => workerIds.add(workerPool.id));
-  events.on("pool:release", ({ workerPool }) => workerIds.delete(workerPool.id));
+  const poolIds = new Set<string>();
+  events.on("pool:create", ({ workerPool }) => poolIds.add(workerPool.id));
+  events.on("pool:release", ({ workerPool }) => poolIds.delete(workerPool.id));
   const runner = await run({
     connectionString: options.connectionString,
     concurrency: options.concurrency,
@@ -101,7 +101,7 @@ export async function startWorker(db: Db, options: WorkerOptions): Promise<Runni
   const heartbeat = every(
     heartbeatMs,
     async () => {
-      const reclaimed = await beatAndReclaim(db, [...workerIds], heartbeatMs * MISSED_BEATS);
+      const reclaimed = await beatAndReclaim(db, [...poolIds], heartbeatMs * MISSED_BEATS);
       if (reclaimed.length > 0) options.log.warn({ workers: reclaimed }, "unlocked the jobs of dead workers");
     },
     // Well inside the time after which the others would take this worker for dead.

@@ -44,11 +44,7 @@ export async function recordRefund(
   tx: Tx,
   input: CreateRefundInput & { reason: string },
 ): Promise<RefundView> {
-  const [payment] = await tx
-    .select()
-    .from(paymentOrder)
-    .where(and(eq(paymentOrder.orderId, input.orderId), eq(paymentOrder.status, "SUCCESS")))
-    .for("update");
+  const payment = await lockPaidPayment(tx, input.orderId);
   if (!payment)
     throw new DomainError("ORDER_NOT_REFUNDABLE", "this order has no successful payment to refund");
 
@@ -88,6 +84,19 @@ export async function recordRefund(
     currency: created.currency,
     replayed: false,
   };
+}
+
+/**
+ * The order's successful payment, locked until the transaction ends: everything that decides how much of
+ * an order is refunded takes this lock first, so those decisions take turns.
+ */
+export async function lockPaidPayment(tx: Tx, orderId: string) {
+  const [payment] = await tx
+    .select()
+    .from(paymentOrder)
+    .where(and(eq(paymentOrder.orderId, orderId), eq(paymentOrder.status, "SUCCESS")))
+    .for("update");
+  return payment;
 }
 
 async function findRefund(db: Executor, refundNo: string) {
