@@ -14,10 +14,10 @@
  */
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
-import { getEnv } from "../src/env";
-import { closeDb, createDb, pgClient } from "../src/server/db/client";
-import { runMigrations } from "../src/server/db/migrate";
-import { CATALOGUE, seedCatalogue } from "../src/server/db/seed";
+import { getEnv } from "~/env";
+import { closeDb, createDb, pgClient } from "~/server/db/client";
+import { runMigrations } from "~/server/db/migrate";
+import { CATALOGUE, seedCatalogue } from "~/server/db/seed";
 import { ensureBuild } from "./lib/build";
 import { checkInvariants, settle, stallReport } from "./lib/chaos/checks";
 import { Cluster } from "./lib/chaos/cluster";

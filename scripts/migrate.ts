@@ -1,5 +1,5 @@
 /** `npm run db:migrate`: applies migrations and seeds the catalogue, then exits. */
-import { getEnv } from "../src/env";
+import { getEnv } from "~/env";
 import { prepareDatabase } from "./lib/database";
 
 const log = (message: string) => console.log(`[checkout] ${message}`);

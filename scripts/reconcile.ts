@@ -1,7 +1,7 @@
 /** `npm run reconcile`: checks every invariant over the database; exits 1 if any is broken. */
-import { getEnv } from "../src/env";
-import { closeDb, createDb } from "../src/server/db/client";
-import { reconcile, violationCount } from "../src/server/reconciliation/reconcile";
+import { getEnv } from "~/env";
+import { closeDb, createDb } from "~/server/db/client";
+import { reconcile, violationCount } from "~/server/reconciliation/reconcile";
 
 const env = getEnv();
 const db = createDb(env.databaseUrl, { max: 2 });

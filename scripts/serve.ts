@@ -10,12 +10,12 @@
 import { createServer } from "node:http";
 import path from "node:path";
 import next from "next";
-import { getEnv } from "../src/env";
-import { getAppContext } from "../src/server/app-context";
-import { closeDb } from "../src/server/db/client";
-import { loadRouteHandlers } from "../src/server/http/route-handlers";
-import { startBackgroundJobs, stopBackgroundJobs } from "../src/server/jobs";
-import { getLogger } from "../src/server/logger";
+import { getEnv } from "~/env";
+import { getAppContext } from "~/server/app-context";
+import { closeDb } from "~/server/db/client";
+import { loadRouteHandlers } from "~/server/http/route-handlers";
+import { startBackgroundJobs, stopBackgroundJobs } from "~/server/jobs";
+import { getLogger } from "~/server/logger";
 
 const env = getEnv();
 const host = env.HOST;

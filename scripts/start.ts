@@ -5,7 +5,7 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { rmSync } from "node:fs";
-import { getEnv } from "../src/env";
+import { getEnv } from "~/env";
 import { SERVE_ARGS } from "./lib/app-process";
 import { ensureBuild, NEXT_BIN } from "./lib/build";
 import { prepareDatabase } from "./lib/database";

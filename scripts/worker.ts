@@ -2,11 +2,11 @@
  * `npm run worker`: the event worker on its own (outbox relay + consumers),
  * against the same database as the app. Start as many as you like.
  */
-import { getEnv } from "../src/env";
-import { getAppContext } from "../src/server/app-context";
-import { closeDb } from "../src/server/db/client";
-import { startEventWorker } from "../src/server/jobs";
-import { getLogger } from "../src/server/logger";
+import { getEnv } from "~/env";
+import { getAppContext } from "~/server/app-context";
+import { closeDb } from "~/server/db/client";
+import { startEventWorker } from "~/server/jobs";
+import { getLogger } from "~/server/logger";
 
 const env = getEnv();
 if (!env.DATABASE_URL) {

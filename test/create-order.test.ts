@@ -1,11 +1,11 @@
 import { randomUUID } from "node:crypto";
 import { TRPCError } from "@trpc/server";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { AppContext } from "../src/server/app-context";
-import { closeDb, createDb, pgClient } from "../src/server/db/client";
-import { deleteExpiredRecords } from "../src/server/idempotency";
-import { createOrder } from "../src/server/orders/create-order";
-import { createCaller } from "../src/server/trpc/root";
+import type { AppContext } from "~/server/app-context";
+import { closeDb, createDb, pgClient } from "~/server/db/client";
+import { deleteExpiredRecords } from "~/server/idempotency";
+import { createOrder } from "~/server/orders/create-order";
+import { createCaller } from "~/server/trpc/root";
 import { testAppContext } from "./support/app-context";
 import { createTestDatabase, type TestDatabase } from "./support/database";
 

@@ -1,13 +1,13 @@
 import { randomUUID } from "node:crypto";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { AppContext } from "../src/server/app-context";
-import { handlePaymentNotification } from "../src/server/payments/notify";
-import { signBody } from "../src/server/provider/contract";
-import { reconcile } from "../src/server/reconciliation/reconcile";
-import { getOrder, postOrder, postPayment, postRefund, type RestDeps } from "../src/server/rest/handlers";
-import { signApiToken, signSession } from "../src/server/session/session";
-import { handleTrpcRequest } from "../src/server/trpc/http";
+import type { AppContext } from "~/server/app-context";
+import { handlePaymentNotification } from "~/server/payments/notify";
+import { signBody } from "~/server/provider/contract";
+import { reconcile } from "~/server/reconciliation/reconcile";
+import { getOrder, postOrder, postPayment, postRefund, type RestDeps } from "~/server/rest/handlers";
+import { signApiToken, signSession } from "~/server/session/session";
+import { handleTrpcRequest } from "~/server/trpc/http";
 import { testAppContext } from "./support/app-context";
 import { createTestDatabase, type TestDatabase } from "./support/database";
 

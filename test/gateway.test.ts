@@ -1,12 +1,12 @@
 import { randomUUID } from "node:crypto";
 import type { TRPCError } from "@trpc/server";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { getEnv } from "../src/env";
-import type { AppContext } from "../src/server/app-context";
-import { createGateway, DEFAULT_GATEWAY_CONFIG } from "../src/server/gateway/gateway";
-import { postOrder } from "../src/server/rest/handlers";
-import { signApiToken } from "../src/server/session/session";
-import { createCaller } from "../src/server/trpc/root";
+import { getEnv } from "~/env";
+import type { AppContext } from "~/server/app-context";
+import { createGateway, DEFAULT_GATEWAY_CONFIG } from "~/server/gateway/gateway";
+import { postOrder } from "~/server/rest/handlers";
+import { signApiToken } from "~/server/session/session";
+import { createCaller } from "~/server/trpc/root";
 import { testAppContext } from "./support/app-context";
 import { createTestDatabase, type TestDatabase } from "./support/database";
 
@@ -119,7 +119,7 @@ describe("gateway", () => {
   });
 
   it("lets requests through when its own store fails", async () => {
-    const { createDb, closeDb } = await import("../src/server/db/client");
+    const { createDb, closeDb } = await import("~/server/db/client");
     const broken = createDb("postgres://postgres:password@127.0.0.1:1/nowhere", { max: 1 });
     const failures: unknown[] = [];
     try {

@@ -1,10 +1,10 @@
 import type { TestProject } from "vitest/node";
+import { getEnv } from "~/env";
+import { createDb, pgClient } from "~/server/db/client";
+import { runMigrations } from "~/server/db/migrate";
+import { seedCatalogue } from "~/server/db/seed";
 import { ensureBuild } from "../scripts/lib/build";
 import { startThrowawayPostgres } from "../scripts/lib/embedded-postgres";
-import { getEnv } from "../src/env";
-import { createDb, pgClient } from "../src/server/db/client";
-import { runMigrations } from "../src/server/db/migrate";
-import { seedCatalogue } from "../src/server/db/seed";
 import { databaseUrl, uniqueName } from "./support/names";
 
 declare module "vitest" {

@@ -1,8 +1,8 @@
 import { randomUUID } from "node:crypto";
 import { sql as dsql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { closeDb, createDb, type Tx } from "../src/server/db/client";
-import { DomainError, isDomainError } from "../src/server/errors";
+import { closeDb, createDb, type Tx } from "~/server/db/client";
+import { DomainError, isDomainError } from "~/server/errors";
 import {
   acquire,
   deleteExpiredRecords,
@@ -11,7 +11,7 @@ import {
   type IdempotencyConfig,
   type IdempotentOperation,
   runIdempotent,
-} from "../src/server/idempotency";
+} from "~/server/idempotency";
 import { createTestDatabase, type TestDatabase } from "./support/database";
 
 /**

@@ -1,17 +1,17 @@
 import { randomUUID } from "node:crypto";
 import { Writable } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { AppContext } from "../src/server/app-context";
-import { runIdempotent } from "../src/server/idempotency";
-import { createLogger } from "../src/server/logger";
-import { alertsFrom, opsFigures } from "../src/server/observability/alerts";
-import { renderMetrics } from "../src/server/observability/metrics";
-import { createTelemetry, type IdempotencyEvent, MinuteSeries } from "../src/server/observability/observer";
-import { withRequestContext } from "../src/server/observability/request-context";
-import { createOrder } from "../src/server/orders/create-order";
-import { createPayment } from "../src/server/payments/create-payment";
-import { handlePaymentNotification } from "../src/server/payments/notify";
-import { signBody } from "../src/server/provider/contract";
+import type { AppContext } from "~/server/app-context";
+import { runIdempotent } from "~/server/idempotency";
+import { createLogger } from "~/server/logger";
+import { alertsFrom, opsFigures } from "~/server/observability/alerts";
+import { renderMetrics } from "~/server/observability/metrics";
+import { createTelemetry, type IdempotencyEvent, MinuteSeries } from "~/server/observability/observer";
+import { withRequestContext } from "~/server/observability/request-context";
+import { createOrder } from "~/server/orders/create-order";
+import { createPayment } from "~/server/payments/create-payment";
+import { handlePaymentNotification } from "~/server/payments/notify";
+import { signBody } from "~/server/provider/contract";
 import { testAppContext } from "./support/app-context";
 import { createTestDatabase, type TestDatabase } from "./support/database";
 

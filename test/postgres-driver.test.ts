@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { closeDb, createDb, pgClient } from "../src/server/db/client";
+import { closeDb, createDb, pgClient } from "~/server/db/client";
 import { createTestDatabase, type TestDatabase } from "./support/database";
 
 /**

@@ -1,5 +1,5 @@
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { pgClient } from "../src/server/db/client";
+import { pgClient } from "~/server/db/client";
 import { createTestDatabase, type TestDatabase } from "./support/database";
 import { type PgProxy, startPgProxy } from "./support/pg-proxy";
 

@@ -1,8 +1,8 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { AppContext } from "../src/server/app-context";
-import { handleConsumeJob } from "../src/server/fulfilment/worker";
-import { reconcile } from "../src/server/reconciliation/reconcile";
+import type { AppContext } from "~/server/app-context";
+import { handleConsumeJob } from "~/server/fulfilment/worker";
+import { reconcile } from "~/server/reconciliation/reconcile";
 import { testAppContext } from "./support/app-context";
 import { createTestDatabase, type TestDatabase } from "./support/database";
 import { placePaidOrder } from "./support/scenarios";

@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { deleteExpiredRecords } from "../src/server/idempotency";
+import { deleteExpiredRecords } from "~/server/idempotency";
 import {
   getOrder,
   postOrder,
@@ -8,9 +8,9 @@ import {
   postRefund,
   postToken,
   type RestDeps,
-} from "../src/server/rest/handlers";
-import { openApiDocument } from "../src/server/rest/openapi";
-import { signApiToken } from "../src/server/session/session";
+} from "~/server/rest/handlers";
+import { openApiDocument } from "~/server/rest/openapi";
+import { signApiToken } from "~/server/session/session";
 import { testAppContext } from "./support/app-context";
 import { createTestDatabase, type TestDatabase } from "./support/database";
 import { type LoopbackApp, startLoopbackApp } from "./support/loopback-app";
@@ -193,8 +193,8 @@ describe("payments, refunds and reads over REST", () => {
     expect(new Set(paid.map((p) => p.outTradeNo)).size).toBe(1);
 
     // Pay at MockPay the way a browser would, and let the notifications arrive.
-    const { payRequestSchema } = await import("../src/server/provider/contract");
-    const { openTrade, confirmTrade } = await import("../src/server/provider/trades");
+    const { payRequestSchema } = await import("~/server/provider/contract");
+    const { openTrade, confirmTrade } = await import("~/server/provider/trades");
     const { sig, ...payRequest } = payRequestSchema.parse(
       Object.fromEntries(new URL(paid[0].payUrl, "http://x").searchParams),
     );

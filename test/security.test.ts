@@ -1,11 +1,11 @@
 import { randomUUID } from "node:crypto";
 import { TRPCError } from "@trpc/server";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { AppContext } from "../src/server/app-context";
-import { acquire, fingerprint } from "../src/server/idempotency";
-import { getOrder, postOrder, postPayment, postRefund, type RestDeps } from "../src/server/rest/handlers";
-import { signApiToken } from "../src/server/session/session";
-import { createCaller } from "../src/server/trpc/root";
+import type { AppContext } from "~/server/app-context";
+import { acquire, fingerprint } from "~/server/idempotency";
+import { getOrder, postOrder, postPayment, postRefund, type RestDeps } from "~/server/rest/handlers";
+import { signApiToken } from "~/server/session/session";
+import { createCaller } from "~/server/trpc/root";
 import { testAppContext } from "./support/app-context";
 import { createTestDatabase, type TestDatabase } from "./support/database";
 import { placePaidOrder } from "./support/scenarios";

@@ -1,8 +1,8 @@
 import type postgres from "postgres";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { closeDb, createDb, pgClient } from "../src/server/db/client";
-import { runMigrations } from "../src/server/db/migrate";
-import { CATALOGUE, seedCatalogue } from "../src/server/db/seed";
+import { closeDb, createDb, pgClient } from "~/server/db/client";
+import { runMigrations } from "~/server/db/migrate";
+import { CATALOGUE, seedCatalogue } from "~/server/db/seed";
 import { databaseUrl, uniqueName } from "./support/names";
 
 /** Several instances starting at the same moment against one empty database. */

@@ -1,8 +1,8 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, describe, expect, it } from "vitest";
-import { closeDb, createDb } from "../src/server/db/client";
-import { errorResponse } from "../src/server/rest/http";
-import { handleTrpcRequest } from "../src/server/trpc/http";
+import { closeDb, createDb } from "~/server/db/client";
+import { errorResponse } from "~/server/rest/http";
+import { handleTrpcRequest } from "~/server/trpc/http";
 import { testAppContext } from "./support/app-context";
 
 /**

@@ -1,8 +1,8 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
-import type { AppContext } from "../src/server/app-context";
-import { getLogger } from "../src/server/logger";
-import { handleTrpcRequest } from "../src/server/trpc/http";
-import { router, shopperProcedure } from "../src/server/trpc/init";
+import type { AppContext } from "~/server/app-context";
+import { getLogger } from "~/server/logger";
+import { handleTrpcRequest } from "~/server/trpc/http";
+import { router, shopperProcedure } from "~/server/trpc/init";
 
 /**
  * Every 500 leaves one log line: an unknown error inside a procedure is logged by

@@ -1,8 +1,8 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { createRequire } from "node:module";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { AppContext } from "../src/server/app-context";
-import { reconcile } from "../src/server/reconciliation/reconcile";
+import type { AppContext } from "~/server/app-context";
+import { reconcile } from "~/server/reconciliation/reconcile";
 import { testAppContext } from "./support/app-context";
 import { createTestDatabase, type TestDatabase } from "./support/database";
 import { placePaidOrder } from "./support/scenarios";

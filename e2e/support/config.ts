@@ -1,5 +1,5 @@
 import { existsSync } from "node:fs";
-import { embeddedDatabaseUrl } from "../../src/env";
+import { embeddedDatabaseUrl } from "~/env";
 
 /** The end-to-end app runs beside a developer's own (port 3000, embedded PG 54329). */
 export const E2E_PORT = 3100;

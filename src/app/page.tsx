@@ -1,4 +1,4 @@
-import { Shop } from "../client/components/shop";
+import { Shop } from "~/client/components/shop";
 
 export default function HomePage() {
   return <Shop />;

@@ -3,7 +3,7 @@ import { QueryClient, QueryClientProvider } from "@tanstack/react-query";
 import { createTRPCClient, httpBatchLink, httpLink, splitLink } from "@trpc/client";
 import { type ReactNode, useState } from "react";
 import superjson from "superjson";
-import type { AppRouter } from "../server/trpc/root";
+import type { AppRouter } from "~/server/trpc/root";
 import { TRPCProvider } from "./trpc";
 
 const url = "/api/trpc";

@@ -1,4 +1,4 @@
-import { getEnv } from "../env";
+import { getEnv } from "~/env";
 import { createDb, type Db } from "./db/client";
 import { createGateway, type Gateway } from "./gateway/gateway";
 import type { IdempotencyConfig } from "./idempotency";

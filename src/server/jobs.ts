@@ -1,4 +1,4 @@
-import { getEnv } from "../env";
+import { getEnv } from "~/env";
 import { getAppContext } from "./app-context";
 import type { ConsumeHooks } from "./fulfilment/consume";
 import { type RunningWorker, startWorker } from "./fulfilment/worker";

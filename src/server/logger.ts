@@ -1,6 +1,6 @@
 import pino from "pino";
 import pretty from "pino-pretty";
-import { getEnv } from "../env";
+import { getEnv } from "~/env";
 
 /** Keys that must never reach a log line, whatever object is logged. */
 export const REDACTED_PATHS = [

@@ -1,8 +1,8 @@
 import pino from "pino";
-import type { AppContext } from "../../src/server/app-context";
-import type { Db } from "../../src/server/db/client";
-import { createGateway, DEFAULT_GATEWAY_CONFIG } from "../../src/server/gateway/gateway";
-import { createTelemetry } from "../../src/server/observability/observer";
+import type { AppContext } from "~/server/app-context";
+import type { Db } from "~/server/db/client";
+import { createGateway, DEFAULT_GATEWAY_CONFIG } from "~/server/gateway/gateway";
+import { createTelemetry } from "~/server/observability/observer";
 
 export const TEST_WEBHOOK_SECRET = "whsec_test_secret_0123456789";
 export const TEST_APP_ID = "app_test";

@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import type postgres from "postgres";
 import { inject } from "vitest";
-import { closeDb, createDb, type Db, pgClient } from "../../src/server/db/client";
+import { closeDb, createDb, type Db, pgClient } from "~/server/db/client";
 import { databaseUrl } from "./names";
 
 export interface TestDatabase {

@@ -1,9 +1,9 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import type { AppContext } from "../../src/server/app-context";
-import { handlePaymentNotification } from "../../src/server/payments/notify";
-import { answerStatusQuery } from "../../src/server/provider/query-api";
-import { processRefundRequest } from "../../src/server/provider/refunds";
+import type { AppContext } from "~/server/app-context";
+import { handlePaymentNotification } from "~/server/payments/notify";
+import { answerStatusQuery } from "~/server/provider/query-api";
+import { processRefundRequest } from "~/server/provider/refunds";
 
 export interface LoopbackApp {
   baseUrl: string;

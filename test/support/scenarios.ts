@@ -1,12 +1,12 @@
 import { randomUUID } from "node:crypto";
-import type { AppContext } from "../../src/server/app-context";
-import { createOrder } from "../../src/server/orders/create-order";
-import type { OrderLine } from "../../src/server/orders/schema";
-import { createPayment } from "../../src/server/payments/create-payment";
-import { handlePaymentNotification } from "../../src/server/payments/notify";
-import { payRequestSchema, signBody } from "../../src/server/provider/contract";
-import { deliverDueNotifications } from "../../src/server/provider/delivery";
-import { confirmTrade, openTrade } from "../../src/server/provider/trades";
+import type { AppContext } from "~/server/app-context";
+import { createOrder } from "~/server/orders/create-order";
+import type { OrderLine } from "~/server/orders/schema";
+import { createPayment } from "~/server/payments/create-payment";
+import { handlePaymentNotification } from "~/server/payments/notify";
+import { payRequestSchema, signBody } from "~/server/provider/contract";
+import { deliverDueNotifications } from "~/server/provider/delivery";
+import { confirmTrade, openTrade } from "~/server/provider/trades";
 
 /** A shopper's order, paid through a signed success notification as the provider would send it. */
 export async function placePaidOrder(app: AppContext, items: OrderLine[]) {

@@ -1,5 +1,5 @@
-import type { Db } from "../../../src/server/db/client";
-import { reconcile } from "../../../src/server/reconciliation/reconcile";
+import type { Db } from "~/server/db/client";
+import { reconcile } from "~/server/reconciliation/reconcile";
 import { sleep } from "./client";
 import type { Invariants } from "./report";
 import type { ShopperRecord } from "./shopper";

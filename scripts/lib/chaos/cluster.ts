@@ -2,7 +2,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { appendFileSync } from "node:fs";
 import path from "node:path";
 import type postgres from "postgres";
-import { pgClient } from "../../../src/server/db/client";
+import { pgClient } from "~/server/db/client";
 import { type AppProcess, startAppProcess } from "../app-process";
 import { freePort } from "../free-port";
 

@@ -1,4 +1,4 @@
-import type { MinuteSeries } from "../../server/observability/observer";
+import type { MinuteSeries } from "~/server/observability/observer";
 
 const SERIES = [
   {

@@ -1,7 +1,7 @@
-import { formatMoney } from "../../client/money";
-import { operationsOverview } from "../../server/admin/overview";
-import { getAppContext } from "../../server/app-context";
-import { AutoRefresh } from "../provider/admin/auto-refresh";
+import { AutoRefresh } from "~/app/provider/admin/auto-refresh";
+import { formatMoney } from "~/client/money";
+import { operationsOverview } from "~/server/admin/overview";
+import { getAppContext } from "~/server/app-context";
 import { Charts } from "./charts";
 
 export const dynamic = "force-dynamic";

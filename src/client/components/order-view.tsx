@@ -2,11 +2,11 @@
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import Link from "next/link";
 import { useState } from "react";
-import { usePayOrder } from "../hooks/use-pay-order";
-import { useRefundOrder } from "../hooks/use-refund-order";
-import { formatMoney } from "../money";
-import { errorData, errorMessage } from "../retry";
-import { useTRPC } from "../trpc";
+import { usePayOrder } from "~/client/hooks/use-pay-order";
+import { useRefundOrder } from "~/client/hooks/use-refund-order";
+import { formatMoney } from "~/client/money";
+import { errorData, errorMessage } from "~/client/retry";
+import { useTRPC } from "~/client/trpc";
 
 /** Watch the status change without a reload: quickly while money moves, slowly while shipped, not at all once final. */
 function refetchEvery(status: string | undefined): number | false {

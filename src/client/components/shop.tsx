@@ -3,12 +3,12 @@ import { useQuery } from "@tanstack/react-query";
 import Link from "next/link";
 import { useRouter } from "next/navigation";
 import { useCallback } from "react";
-import { useCart } from "../hooks/use-cart";
-import { useHydrated } from "../hooks/use-hydrated";
-import { type PlacedOrder, usePlaceOrder } from "../hooks/use-place-order";
-import { formatMoney } from "../money";
-import { errorData, errorMessage, isRetryable } from "../retry";
-import { useTRPC } from "../trpc";
+import { useCart } from "~/client/hooks/use-cart";
+import { useHydrated } from "~/client/hooks/use-hydrated";
+import { type PlacedOrder, usePlaceOrder } from "~/client/hooks/use-place-order";
+import { formatMoney } from "~/client/money";
+import { errorData, errorMessage, isRetryable } from "~/client/retry";
+import { useTRPC } from "~/client/trpc";
 
 export function Shop() {
   const trpc = useTRPC();

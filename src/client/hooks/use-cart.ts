@@ -1,6 +1,6 @@
 "use client";
 import { useCallback, useEffect, useState } from "react";
-import type { CartLines } from "../checkout-intent";
+import type { CartLines } from "~/client/checkout-intent";
 
 const CART_STORAGE_KEY = "checkout.cart";
 

@@ -1,8 +1,8 @@
 "use client";
 import { useMutation } from "@tanstack/react-query";
 import { useCallback, useRef } from "react";
-import { isRetryable, MAX_AUTOMATIC_RETRIES, retryDelayMs } from "../retry";
-import { useTRPC } from "../trpc";
+import { isRetryable, MAX_AUTOMATIC_RETRIES, retryDelayMs } from "~/client/retry";
+import { useTRPC } from "~/client/trpc";
 
 /**
  * "Pay": asks for the order's one payment (the server returns the same payment

@@ -8,9 +8,9 @@ import {
   intentForCart,
   loadIntent,
   saveIntent,
-} from "../checkout-intent";
-import { isRetryable, MAX_AUTOMATIC_RETRIES, retryDelayMs } from "../retry";
-import { useTRPC } from "../trpc";
+} from "~/client/checkout-intent";
+import { isRetryable, MAX_AUTOMATIC_RETRIES, retryDelayMs } from "~/client/retry";
+import { useTRPC } from "~/client/trpc";
 
 export interface PlacedOrder {
   orderId: string;

@@ -1,9 +1,9 @@
 "use client";
 import { useMutation, useQueryClient } from "@tanstack/react-query";
 import { useCallback, useRef } from "react";
-import { clearIntent, intentForCart } from "../checkout-intent";
-import { isRetryable, MAX_AUTOMATIC_RETRIES, retryDelayMs } from "../retry";
-import { useTRPC } from "../trpc";
+import { clearIntent, intentForCart } from "~/client/checkout-intent";
+import { isRetryable, MAX_AUTOMATIC_RETRIES, retryDelayMs } from "~/client/retry";
+import { useTRPC } from "~/client/trpc";
 
 /**
  * "Refund": one refund_no per refund intent (this order, this amount), kept in

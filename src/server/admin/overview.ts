@@ -1,5 +1,5 @@
 import { desc, inArray, sql } from "drizzle-orm";
-import type { Db } from "../db/client";
+import type { Db } from "~/server/db/client";
 import {
   idempotencyRecord,
   messageConsumeRecord,
@@ -7,10 +7,10 @@ import {
   outboxEvent,
   paymentOrder,
   refundOrder,
-} from "../db/schema";
-import { alertsFrom, opsFigures } from "../observability/alerts";
-import { listNotificationIssues } from "../payments/queries";
-import { reconcile } from "../reconciliation/reconcile";
+} from "~/server/db/schema";
+import { alertsFrom, opsFigures } from "~/server/observability/alerts";
+import { listNotificationIssues } from "~/server/payments/queries";
+import { reconcile } from "~/server/reconciliation/reconcile";
 
 export type QueueJob = {
   id: string;

@@ -1,6 +1,6 @@
 import { asc } from "drizzle-orm";
-import type { Executor } from "../db/client";
-import { sku } from "../db/schema";
+import type { Executor } from "~/server/db/client";
+import { sku } from "~/server/db/schema";
 
 export interface CatalogItem {
   id: string;

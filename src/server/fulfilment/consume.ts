@@ -1,6 +1,6 @@
 import { eq, sql } from "drizzle-orm";
-import type { Db, Tx } from "../db/client";
-import { messageConsumeRecord, type outboxEvent } from "../db/schema";
+import type { Db, Tx } from "~/server/db/client";
+import { messageConsumeRecord, type outboxEvent } from "~/server/db/schema";
 
 export type OutboxEvent = typeof outboxEvent.$inferSelect;
 

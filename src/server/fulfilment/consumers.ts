@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { and, asc, eq, ne, sql } from "drizzle-orm";
-import type { Tx } from "../db/client";
+import type { Tx } from "~/server/db/client";
 import {
   benefitGrant,
   benefitReversal,
@@ -12,8 +12,8 @@ import {
   sku,
   stockDeductRecord,
   stockReturnRecord,
-} from "../db/schema";
-import { lockPaidPayment, recordRefund } from "../refunds/create-refund";
+} from "~/server/db/schema";
+import { lockPaidPayment, recordRefund } from "~/server/refunds/create-refund";
 import type { Consumer, OutboxEvent } from "./consume";
 
 /** Events a consumer can raise in turn, in the same transaction as its effect. */

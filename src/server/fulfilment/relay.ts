@@ -1,6 +1,6 @@
 import { inArray, sql } from "drizzle-orm";
-import type { Db } from "../db/client";
-import { outboxEvent } from "../db/schema";
+import type { Db } from "~/server/db/client";
+import { outboxEvent } from "~/server/db/schema";
 import { consumersOf } from "./consumers";
 
 export const CONSUME_TASK = "consume-event";

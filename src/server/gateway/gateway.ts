@@ -5,9 +5,9 @@ import {
   RateLimiterRedis,
   RateLimiterRes,
 } from "rate-limiter-flexible";
-import type { Db } from "../db/client";
-import { rateLimit } from "../db/schema";
-import { DomainError } from "../errors";
+import type { Db } from "~/server/db/client";
+import { rateLimit } from "~/server/db/schema";
+import { DomainError } from "~/server/errors";
 
 export interface GatewayConfig {
   enabled: boolean;

@@ -1,5 +1,5 @@
 import { sql } from "drizzle-orm";
-import type { Db } from "../db/client";
+import type { Db } from "~/server/db/client";
 
 export interface CleanupOptions {
   batchSize?: number;

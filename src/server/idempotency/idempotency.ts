@@ -1,14 +1,14 @@
 import { sql } from "drizzle-orm";
 import type postgres from "postgres";
-import { type Db, type HeldConnection, holdConnection, type Tx } from "../db/client";
+import { type Db, type HeldConnection, holdConnection, type Tx } from "~/server/db/client";
 import {
   DomainError,
   type DomainErrorCode,
   isDomainError,
   isTransientError,
   serviceUnavailable,
-} from "../errors";
-import type { IdempotencyEvent, IdempotencyOutcome } from "../observability/observer";
+} from "~/server/errors";
+import type { IdempotencyEvent, IdempotencyOutcome } from "~/server/observability/observer";
 import { fingerprint as fingerprintOf } from "./fingerprint";
 
 /**

@@ -1,6 +1,6 @@
 import { sql } from "drizzle-orm";
-import type { Db } from "../db/client";
-import { type ReconciliationReport, reconcile, violationCount } from "../reconciliation/reconcile";
+import type { Db } from "~/server/db/client";
+import { type ReconciliationReport, reconcile, violationCount } from "~/server/reconciliation/reconcile";
 
 export interface Alert {
   name: string;

@@ -1,5 +1,5 @@
 import { Gauge, type Registry } from "prom-client";
-import type { Db } from "../db/client";
+import type { Db } from "~/server/db/client";
 import { opsFigures } from "./alerts";
 
 const GAUGES = {

@@ -1,8 +1,8 @@
 import { and, eq, inArray } from "drizzle-orm";
-import type { Db, Tx } from "../db/client";
-import { orderItem, orders, sku } from "../db/schema";
-import { DomainError } from "../errors";
-import { DEFAULT_IDEMPOTENCY_CONFIG, type IdempotencyConfig, runIdempotent } from "../idempotency";
+import type { Db, Tx } from "~/server/db/client";
+import { orderItem, orders, sku } from "~/server/db/schema";
+import { DomainError } from "~/server/errors";
+import { DEFAULT_IDEMPOTENCY_CONFIG, type IdempotencyConfig, runIdempotent } from "~/server/idempotency";
 import { type CreateOrderInput, MAX_QUANTITY_PER_LINE, type OrderLine } from "./schema";
 
 export const CREATE_ORDER_BIZ_TYPE = "order.create";

@@ -1,7 +1,7 @@
 import { inArray } from "drizzle-orm";
-import type { Db } from "../db/client";
-import { orderItem, orders, sku } from "../db/schema";
-import { DomainError } from "../errors";
+import type { Db } from "~/server/db/client";
+import { orderItem, orders, sku } from "~/server/db/schema";
+import { DomainError } from "~/server/errors";
 import type { OrderLine } from "./schema";
 
 /**

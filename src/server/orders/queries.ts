@@ -1,7 +1,7 @@
 import { and, asc, desc, eq } from "drizzle-orm";
-import type { Executor } from "../db/client";
-import { orderItem, orders } from "../db/schema";
-import { DomainError } from "../errors";
+import type { Executor } from "~/server/db/client";
+import { orderItem, orders } from "~/server/db/schema";
+import { DomainError } from "~/server/errors";
 
 const orderColumns = {
   orderId: orders.id,

@@ -1,10 +1,10 @@
 import { randomBytes } from "node:crypto";
 import { and, eq, inArray, sql } from "drizzle-orm";
-import type { Db, Executor } from "../db/client";
-import { orders, paymentOrder } from "../db/schema";
-import { DomainError } from "../errors";
-import { type IdempotencyConfig, runIdempotent } from "../idempotency";
-import { type PayRequest, signPayRequest } from "../provider/contract";
+import type { Db, Executor } from "~/server/db/client";
+import { orders, paymentOrder } from "~/server/db/schema";
+import { DomainError } from "~/server/errors";
+import { type IdempotencyConfig, runIdempotent } from "~/server/idempotency";
+import { type PayRequest, signPayRequest } from "~/server/provider/contract";
 
 export interface PaymentDeps {
   appId: string;

@@ -1,5 +1,5 @@
 import { and, eq, inArray, sql } from "drizzle-orm";
-import type { Db, Tx } from "../db/client";
+import type { Db, Tx } from "~/server/db/client";
 import {
   type NotificationOutcome,
   orders,
@@ -7,14 +7,14 @@ import {
   paymentNotification,
   paymentOrder,
   refundOrder,
-} from "../db/schema";
-import type { Observer } from "../observability/observer";
+} from "~/server/db/schema";
+import type { Observer } from "~/server/observability/observer";
 import {
   MERCHANT_SUCCESS_BODY,
   type NotificationBody,
   notificationBodySchema,
   verifyBodySignature,
-} from "../provider/contract";
+} from "~/server/provider/contract";
 
 export interface NotifyDeps {
   webhookSecret: string;

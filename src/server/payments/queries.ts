@@ -1,7 +1,7 @@
 import { asc, desc, eq, inArray, ne, or, sql } from "drizzle-orm";
-import type { Executor } from "../db/client";
-import { paymentNotification, paymentOrder } from "../db/schema";
-import { getOwnedOrder } from "../orders/queries";
+import type { Executor } from "~/server/db/client";
+import { paymentNotification, paymentOrder } from "~/server/db/schema";
+import { getOwnedOrder } from "~/server/orders/queries";
 
 /** An order's payments, newest first. The caller has checked the order is the shopper's. */
 export function paymentsOfOrder(db: Executor, orderId: string) {

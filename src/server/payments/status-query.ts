@@ -1,8 +1,8 @@
 import { and, eq, inArray, sql } from "drizzle-orm";
-import type { Db } from "../db/client";
-import { orders, paymentOrder, refundOrder } from "../db/schema";
-import { serviceUnavailable } from "../errors";
-import { getOwnedOrder } from "../orders/queries";
+import type { Db } from "~/server/db/client";
+import { orders, paymentOrder, refundOrder } from "~/server/db/schema";
+import { serviceUnavailable } from "~/server/errors";
+import { getOwnedOrder } from "~/server/orders/queries";
 import {
   type NotificationBody,
   SIGNATURE_HEADER,
@@ -11,7 +11,7 @@ import {
   tradeQueryPath,
   tradeStatusSchema,
   verifyBodySignature,
-} from "../provider/contract";
+} from "~/server/provider/contract";
 import { applyProviderFact, type NotifyDeps, recordReceived } from "./notify";
 
 export interface StatusQueryDeps extends NotifyDeps {

@@ -1,8 +1,8 @@
 import { and, desc, eq, inArray, sql } from "drizzle-orm";
 import { z } from "zod";
-import type { Db } from "../db/client";
-import { providerDeliveryAttempt, providerNotification, providerTrade } from "../db/schema";
-import { DomainError } from "../errors";
+import type { Db } from "~/server/db/client";
+import { providerDeliveryAttempt, providerNotification, providerTrade } from "~/server/db/schema";
+import { DomainError } from "~/server/errors";
 import { type DeliveryDeps, type DeliveryFault, type DeliveryResult, sendNotification } from "./delivery";
 import { getTrade, queueNotification } from "./trades";
 

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { eq, sql } from "drizzle-orm";
-import type { Db } from "../db/client";
-import { providerDeliveryAttempt, providerNotification, providerTrade } from "../db/schema";
+import type { Db } from "~/server/db/client";
+import { providerDeliveryAttempt, providerNotification, providerTrade } from "~/server/db/schema";
 import { DELIVERY_ID_HEADER, type NotificationBody, SIGNATURE_HEADER, signBody } from "./contract";
 import type { ProviderTrade } from "./trades";
 

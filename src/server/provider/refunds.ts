@@ -1,6 +1,6 @@
 import { and, eq, sql } from "drizzle-orm";
-import type { Db } from "../db/client";
-import { providerRefund, providerTrade } from "../db/schema";
+import type { Db } from "~/server/db/client";
+import { providerRefund, providerTrade } from "~/server/db/schema";
 import { type RefundAnswer, refundRequestSchema, signBody, verifyBodySignature } from "./contract";
 import { queueNotification } from "./trades";
 

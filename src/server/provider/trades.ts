@@ -1,8 +1,8 @@
 import { randomBytes } from "node:crypto";
 import { and, eq, type SQL, sql } from "drizzle-orm";
-import type { Db, Executor } from "../db/client";
-import { providerNotification, providerRefund, providerTrade } from "../db/schema";
-import { DomainError } from "../errors";
+import type { Db, Executor } from "~/server/db/client";
+import { providerNotification, providerRefund, providerTrade } from "~/server/db/schema";
+import { DomainError } from "~/server/errors";
 import { type NotificationBody, type PayRequest, type TradeStatus, verifyPayRequest } from "./contract";
 
 export type ProviderTrade = typeof providerTrade.$inferSelect;

@@ -1,10 +1,10 @@
 import { createHash } from "node:crypto";
 import { and, eq, ne, sql } from "drizzle-orm";
-import type { Db, Executor, Tx } from "../db/client";
-import { paymentOrder, refundOrder } from "../db/schema";
-import { DomainError } from "../errors";
-import { type IdempotencyConfig, runIdempotent } from "../idempotency";
-import { getOwnedOrder } from "../orders/queries";
+import type { Db, Executor, Tx } from "~/server/db/client";
+import { paymentOrder, refundOrder } from "~/server/db/schema";
+import { DomainError } from "~/server/errors";
+import { type IdempotencyConfig, runIdempotent } from "~/server/idempotency";
+import { getOwnedOrder } from "~/server/orders/queries";
 import type { CreateRefundInput } from "./schema";
 import { type RefundDeps, submitRefund } from "./submit";
 

@@ -1,7 +1,7 @@
 import { desc, eq } from "drizzle-orm";
-import type { Executor } from "../db/client";
-import { refundOrder } from "../db/schema";
-import { getOwnedOrder } from "../orders/queries";
+import type { Executor } from "~/server/db/client";
+import { refundOrder } from "~/server/db/schema";
+import { getOwnedOrder } from "~/server/orders/queries";
 
 export async function listRefunds(db: Executor, userId: string, orderId: string) {
   await getOwnedOrder(db, userId, orderId);

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { requestIdSchema } from "../orders/schema";
+import { requestIdSchema } from "~/server/orders/schema";
 
 export const createRefundInput = z.object({
   orderId: z.uuid("orderId must be a UUID"),

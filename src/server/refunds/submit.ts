@@ -1,13 +1,13 @@
 import { and, eq, sql } from "drizzle-orm";
-import type { Db } from "../db/client";
-import { paymentOrder, type RefundStatus, refundOrder } from "../db/schema";
+import type { Db } from "~/server/db/client";
+import { paymentOrder, type RefundStatus, refundOrder } from "~/server/db/schema";
 import {
   type RefundRequest,
   refundAnswerSchema,
   SIGNATURE_HEADER,
   signBody,
   verifyBodySignature,
-} from "../provider/contract";
+} from "~/server/provider/contract";
 
 export interface RefundDeps {
   appId: string;

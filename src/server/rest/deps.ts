@@ -1,6 +1,6 @@
-import { getEnv } from "../../env";
-import { getAppContext } from "../app-context";
-import { getLogger } from "../logger";
+import { getEnv } from "~/env";
+import { getAppContext } from "~/server/app-context";
+import { getLogger } from "~/server/logger";
 import type { RestDeps } from "./handlers";
 
 /** The running app's REST dependencies (route handlers call this). */

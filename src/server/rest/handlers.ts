@@ -1,15 +1,15 @@
 import { randomUUID } from "node:crypto";
-import type { AppContext } from "../app-context";
-import { DomainError } from "../errors";
-import { withRequestContext } from "../observability/request-context";
-import { createOrder } from "../orders/create-order";
-import { getOrderById } from "../orders/queries";
-import { orderIdInput } from "../orders/schema";
-import { createPaymentWithKey } from "../payments/create-payment";
-import { paymentsOfOrder } from "../payments/queries";
-import { createRefundWithKey } from "../refunds/create-refund";
-import { refundsOfOrder } from "../refunds/queries";
-import { newGuestId, signApiToken } from "../session/session";
+import type { AppContext } from "~/server/app-context";
+import { DomainError } from "~/server/errors";
+import { withRequestContext } from "~/server/observability/request-context";
+import { createOrder } from "~/server/orders/create-order";
+import { getOrderById } from "~/server/orders/queries";
+import { orderIdInput } from "~/server/orders/schema";
+import { createPaymentWithKey } from "~/server/payments/create-payment";
+import { paymentsOfOrder } from "~/server/payments/queries";
+import { createRefundWithKey } from "~/server/refunds/create-refund";
+import { refundsOfOrder } from "~/server/refunds/queries";
+import { newGuestId, signApiToken } from "~/server/session/session";
 import {
   authenticate,
   created,

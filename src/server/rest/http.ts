@@ -4,9 +4,9 @@ import {
   isDomainError,
   isTransientError,
   serviceUnavailable,
-} from "../errors";
-import { requestIdSchema } from "../orders/schema";
-import { verifyApiToken } from "../session/session";
+} from "~/server/errors";
+import { requestIdSchema } from "~/server/orders/schema";
+import { verifyApiToken } from "~/server/session/session";
 
 /** The one mapping from domain codes to HTTP statuses for the REST API (the tRPC one mirrors it). */
 export const HTTP_STATUS_BY_DOMAIN_CODE: Record<DomainErrorCode, number> = {

@@ -1,6 +1,6 @@
 import { z } from "zod";
-import { createOrderInput } from "../orders/schema";
-import { createRefundInput } from "../refunds/schema";
+import { createOrderInput } from "~/server/orders/schema";
+import { createRefundInput } from "~/server/refunds/schema";
 
 /** Request bodies: the same zod schemas the services validate with (the key travels in the header). */
 export const createOrderBody = z

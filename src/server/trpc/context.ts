@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import type { AppContext } from "../app-context";
+import type { AppContext } from "~/server/app-context";
 import {
   newGuestId,
   readCookie,
@@ -7,7 +7,7 @@ import {
   sessionCookieHeader,
   signSession,
   verifySession,
-} from "../session/session";
+} from "~/server/session/session";
 
 export interface TrpcContext {
   app: AppContext;

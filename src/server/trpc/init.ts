@@ -1,9 +1,9 @@
 import { initTRPC, TRPCError } from "@trpc/server";
 import superjson from "superjson";
 import { ZodError, z } from "zod";
-import { DomainError, type DomainErrorCode, isTransientError, serviceUnavailable } from "../errors";
-import { getLogger } from "../logger";
-import { withRequestContext } from "../observability/request-context";
+import { DomainError, type DomainErrorCode, isTransientError, serviceUnavailable } from "~/server/errors";
+import { getLogger } from "~/server/logger";
+import { withRequestContext } from "~/server/observability/request-context";
 import type { TrpcContext } from "./context";
 
 type TrpcCode = TRPCError["code"];

@@ -1,7 +1,7 @@
-import { getEnv } from "../../../env";
-import { isAdminRequest } from "../../../server/admin-auth";
-import { getAppContext } from "../../../server/app-context";
-import { renderMetrics } from "../../../server/observability/metrics";
+import { getEnv } from "~/env";
+import { isAdminRequest } from "~/server/admin-auth";
+import { getAppContext } from "~/server/app-context";
+import { renderMetrics } from "~/server/observability/metrics";
 
 export const dynamic = "force-dynamic";
 

@@ -1,4 +1,4 @@
-import { OrderView } from "../../../client/components/order-view";
+import { OrderView } from "~/client/components/order-view";
 
 export default async function OrderPage({ params }: { params: Promise<{ orderId: string }> }) {
   const { orderId } = await params;

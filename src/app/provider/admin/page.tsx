@@ -1,11 +1,11 @@
-import { formatMoney } from "../../../client/money";
-import { getAppContext } from "../../../server/app-context";
+import { formatMoney } from "~/client/money";
+import { getAppContext } from "~/server/app-context";
 import {
   ADMIN_ACTIONS,
   type AdminAction,
   listTradesForAdmin,
   NOTIFICATION_ACTIONS,
-} from "../../../server/provider/admin";
+} from "~/server/provider/admin";
 import { AutoRefresh } from "./auto-refresh";
 
 export const dynamic = "force-dynamic";

@@ -1,7 +1,7 @@
-import { normaliseLines } from "../../orders/create-order";
-import { insertOrderUnprotected } from "../../orders/plain-order";
-import { createOrderInput } from "../../orders/schema";
-import { router, shopperProcedure } from "../init";
+import { normaliseLines } from "~/server/orders/create-order";
+import { insertOrderUnprotected } from "~/server/orders/plain-order";
+import { createOrderInput } from "~/server/orders/schema";
+import { router, shopperProcedure } from "~/server/trpc/init";
 
 /**
  * The benchmark's baseline: the same procedure stack as `checkout.createOrder`

@@ -1,6 +1,6 @@
-import { createOrder } from "../../orders/create-order";
-import { createOrderInput } from "../../orders/schema";
-import { router, shopperProcedure, throughGateway } from "../init";
+import { createOrder } from "~/server/orders/create-order";
+import { createOrderInput } from "~/server/orders/schema";
+import { router, shopperProcedure, throughGateway } from "~/server/trpc/init";
 
 export const checkoutRouter = router({
   createOrder: shopperProcedure

@@ -1,6 +1,6 @@
-import { getOrderById, listOrders } from "../../orders/queries";
-import { orderIdInput } from "../../orders/schema";
-import { router, shopperProcedure } from "../init";
+import { getOrderById, listOrders } from "~/server/orders/queries";
+import { orderIdInput } from "~/server/orders/schema";
+import { router, shopperProcedure } from "~/server/trpc/init";
 
 export const ordersRouter = router({
   get: shopperProcedure

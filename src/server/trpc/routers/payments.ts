@@ -1,8 +1,8 @@
-import { orderIdInput } from "../../orders/schema";
-import { createPayment } from "../../payments/create-payment";
-import { getPaymentTimeline } from "../../payments/queries";
-import { checkOrderPayment } from "../../payments/status-query";
-import { router, shopperProcedure, throughGateway } from "../init";
+import { orderIdInput } from "~/server/orders/schema";
+import { createPayment } from "~/server/payments/create-payment";
+import { getPaymentTimeline } from "~/server/payments/queries";
+import { checkOrderPayment } from "~/server/payments/status-query";
+import { router, shopperProcedure, throughGateway } from "~/server/trpc/init";
 
 export const paymentsRouter = router({
   create: shopperProcedure

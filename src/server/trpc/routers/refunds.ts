@@ -1,8 +1,8 @@
-import { orderIdInput } from "../../orders/schema";
-import { createRefund } from "../../refunds/create-refund";
-import { listRefunds } from "../../refunds/queries";
-import { createRefundInput } from "../../refunds/schema";
-import { router, shopperProcedure, throughGateway } from "../init";
+import { orderIdInput } from "~/server/orders/schema";
+import { createRefund } from "~/server/refunds/create-refund";
+import { listRefunds } from "~/server/refunds/queries";
+import { createRefundInput } from "~/server/refunds/schema";
+import { router, shopperProcedure, throughGateway } from "~/server/trpc/init";
 
 export const refundsRouter = router({
   create: shopperProcedure

@@ -1,5 +1,5 @@
-import { signApiToken } from "../../session/session";
-import { router, shopperProcedure } from "../init";
+import { signApiToken } from "~/server/session/session";
+import { router, shopperProcedure } from "~/server/trpc/init";
 
 export const sessionRouter = router({
   /** The current guest shopper's bearer token for the REST API. */

@@ -1,5 +1,5 @@
-import { getAppContext } from "../../../../server/app-context";
-import { handleTrpcRequest } from "../../../../server/trpc/http";
+import { getAppContext } from "~/server/app-context";
+import { handleTrpcRequest } from "~/server/trpc/http";
 
 export const dynamic = "force-dynamic";
 

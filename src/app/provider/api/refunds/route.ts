@@ -1,6 +1,6 @@
-import { getAppContext } from "../../../../server/app-context";
-import { SIGNATURE_HEADER } from "../../../../server/provider/contract";
-import { processRefundRequest } from "../../../../server/provider/refunds";
+import { getAppContext } from "~/server/app-context";
+import { SIGNATURE_HEADER } from "~/server/provider/contract";
+import { processRefundRequest } from "~/server/provider/refunds";
 
 export const dynamic = "force-dynamic";
 

@@ -1,8 +1,8 @@
-import { formatMoney } from "../../../../client/money";
-import { getAppContext } from "../../../../server/app-context";
-import { isDomainError } from "../../../../server/errors";
-import { payRequestSchema } from "../../../../server/provider/contract";
-import { openTrade, type ProviderTrade } from "../../../../server/provider/trades";
+import { formatMoney } from "~/client/money";
+import { getAppContext } from "~/server/app-context";
+import { isDomainError } from "~/server/errors";
+import { payRequestSchema } from "~/server/provider/contract";
+import { openTrade, type ProviderTrade } from "~/server/provider/trades";
 
 export const dynamic = "force-dynamic";
 

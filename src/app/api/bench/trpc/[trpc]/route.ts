@@ -1,7 +1,7 @@
-import { getEnv } from "../../../../../env";
-import { getAppContext } from "../../../../../server/app-context";
-import { handleTrpcRequest } from "../../../../../server/trpc/http";
-import { benchRouter } from "../../../../../server/trpc/routers/bench";
+import { getEnv } from "~/env";
+import { getAppContext } from "~/server/app-context";
+import { handleTrpcRequest } from "~/server/trpc/http";
+import { benchRouter } from "~/server/trpc/routers/bench";
 
 export const dynamic = "force-dynamic";
 

@@ -1,5 +1,5 @@
-import { restDeps } from "../../../../../server/rest/deps";
-import { getOrder } from "../../../../../server/rest/handlers";
+import { restDeps } from "~/server/rest/deps";
+import { getOrder } from "~/server/rest/handlers";
 
 export const dynamic = "force-dynamic";
 

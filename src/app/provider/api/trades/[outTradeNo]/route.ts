@@ -1,6 +1,6 @@
-import { getAppContext } from "../../../../../server/app-context";
-import { SIGNATURE_HEADER } from "../../../../../server/provider/contract";
-import { answerStatusQuery } from "../../../../../server/provider/query-api";
+import { getAppContext } from "~/server/app-context";
+import { SIGNATURE_HEADER } from "~/server/provider/contract";
+import { answerStatusQuery } from "~/server/provider/query-api";
 
 export const dynamic = "force-dynamic";
 

@@ -1,7 +1,7 @@
-import { getEnv } from "../../../../../../env";
-import { retryJob } from "../../../../../../server/admin/overview";
-import { isAdminRequest } from "../../../../../../server/admin-auth";
-import { getAppContext } from "../../../../../../server/app-context";
+import { getEnv } from "~/env";
+import { retryJob } from "~/server/admin/overview";
+import { isAdminRequest } from "~/server/admin-auth";
+import { getAppContext } from "~/server/app-context";
 
 export const dynamic = "force-dynamic";
 

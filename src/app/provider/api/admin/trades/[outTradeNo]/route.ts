@@ -1,8 +1,8 @@
-import { getEnv } from "../../../../../../env";
-import { isAdminRequest } from "../../../../../../server/admin-auth";
-import { getAppContext } from "../../../../../../server/app-context";
-import { isDomainError } from "../../../../../../server/errors";
-import { adminActionInput, runAdminAction } from "../../../../../../server/provider/admin";
+import { getEnv } from "~/env";
+import { isAdminRequest } from "~/server/admin-auth";
+import { getAppContext } from "~/server/app-context";
+import { isDomainError } from "~/server/errors";
+import { adminActionInput, runAdminAction } from "~/server/provider/admin";
 
 export const dynamic = "force-dynamic";
 

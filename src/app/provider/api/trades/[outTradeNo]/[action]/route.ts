@@ -1,8 +1,8 @@
-import { getAppContext } from "../../../../../../server/app-context";
-import { isDomainError } from "../../../../../../server/errors";
-import { getLogger } from "../../../../../../server/logger";
-import { cancelTrade, confirmTrade } from "../../../../../../server/provider/trades";
-import { errorResponse } from "../../../../../../server/rest/http";
+import { getAppContext } from "~/server/app-context";
+import { isDomainError } from "~/server/errors";
+import { getLogger } from "~/server/logger";
+import { cancelTrade, confirmTrade } from "~/server/provider/trades";
+import { errorResponse } from "~/server/rest/http";
 
 export const dynamic = "force-dynamic";
 
