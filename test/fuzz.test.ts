@@ -2,10 +2,15 @@ import { randomUUID } from "node:crypto";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { AppContext } from "~/server/app-context";
+import { createOrderOperation } from "~/server/orders/create-order";
+import { createPaymentOperation } from "~/server/payments/create-payment";
 import { handlePaymentNotification } from "~/server/payments/notify";
 import { signBody } from "~/server/provider/contract";
 import { reconcile } from "~/server/reconciliation/reconcile";
-import { getOrder, postOrder, postPayment, postRefund, type RestDeps } from "~/server/rest/handlers";
+import { createRefundOperation } from "~/server/refunds/create-refund";
+import { getOrder } from "~/server/rest/handlers";
+import type { RestDeps } from "~/server/rest/http";
+import { handleOperation } from "~/server/rest/operation";
 import { signApiToken, signSession } from "~/server/session/session";
 import { handleTrpcRequest } from "~/server/trpc/http";
 import { testAppContext } from "./support/app-context";
@@ -137,11 +142,11 @@ describe("random and malformed input", () => {
           });
           const response =
             route === "orders"
-              ? await postOrder(rest, req)
+              ? await handleOperation(rest, createOrderOperation, req)
               : route === "payments"
-                ? await postPayment(rest, req, orderId)
+                ? await handleOperation(rest, createPaymentOperation, req, { orderId })
                 : route === "refunds"
-                  ? await postRefund(rest, req, orderId)
+                  ? await handleOperation(rest, createRefundOperation, req, { orderId })
                   : await getOrder(rest, req, orderId);
           expect(response.status).toBeLessThan(500);
           if (response.status >= 400) {

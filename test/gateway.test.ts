@@ -4,7 +4,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { getEnv } from "~/env";
 import type { AppContext } from "~/server/app-context";
 import { createGateway, DEFAULT_GATEWAY_CONFIG } from "~/server/gateway/gateway";
-import { postOrder } from "~/server/rest/handlers";
+import { createOrderOperation } from "~/server/orders/create-order";
+import { handleOperation } from "~/server/rest/operation";
 import { signApiToken } from "~/server/session/session";
 import { createCaller } from "~/server/trpc/root";
 import { testAppContext } from "./support/app-context";
@@ -89,8 +90,9 @@ describe("gateway", () => {
     expect(other.replayed).toBe(false);
 
     const token = signApiToken(userId, app.sessionSecret);
-    const rest = await postOrder(
+    const rest = await handleOperation(
       { app: tight, tokensEnabled: true, logError: () => {} },
+      createOrderOperation,
       new Request("http://test/api/v1/orders", {
         method: "POST",
         headers: {

@@ -1,15 +1,13 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { deleteExpiredRecords } from "~/server/idempotency";
-import {
-  getOrder,
-  postOrder,
-  postPayment,
-  postRefund,
-  postToken,
-  type RestDeps,
-} from "~/server/rest/handlers";
+import { createOrderOperation } from "~/server/orders/create-order";
+import { createPaymentOperation } from "~/server/payments/create-payment";
+import { createRefundOperation } from "~/server/refunds/create-refund";
+import { getOrder, postToken } from "~/server/rest/handlers";
+import type { RestDeps } from "~/server/rest/http";
 import { openApiDocument } from "~/server/rest/openapi";
+import { handleOperation } from "~/server/rest/operation";
 import { signApiToken } from "~/server/session/session";
 import { testAppContext } from "./support/app-context";
 import { createTestDatabase, type TestDatabase } from "./support/database";
@@ -60,7 +58,11 @@ describe("POST /api/v1/orders with Idempotency-Key", () => {
   it("creates once and replays the original status, body and Location with Idempotent-Replayed", async () => {
     const token = await newShopper();
     const key = randomUUID();
-    const first = await postOrder(deps, request("/api/v1/orders", { token, key, body: mugs }));
+    const first = await handleOperation(
+      deps,
+      createOrderOperation,
+      request("/api/v1/orders", { token, key, body: mugs }),
+    );
     expect(first.status).toBe(201);
     const body = await first.json();
     expect(body).toMatchObject({ status: "PENDING_PAYMENT", amountCents: 2500, currency: "USD" });
@@ -70,7 +72,11 @@ describe("POST /api/v1/orders with Idempotency-Key", () => {
     expect(expires.getTime()).toBeGreaterThan(Date.now());
 
     // The IETF draft's quoted form of the same key is the same key.
-    const replay = await postOrder(deps, request("/api/v1/orders", { token, key: `"${key}"`, body: mugs }));
+    const replay = await handleOperation(
+      deps,
+      createOrderOperation,
+      request("/api/v1/orders", { token, key: `"${key}"`, body: mugs }),
+    );
     expect(replay.status).toBe(201);
     expect(await replay.text()).toBe(JSON.stringify(body));
     expect(replay.headers.get("location")).toBe(first.headers.get("location"));
@@ -84,7 +90,7 @@ describe("POST /api/v1/orders with Idempotency-Key", () => {
     const key = randomUUID();
     const answers = await Promise.all(
       Array.from({ length: 30 }, () =>
-        postOrder(deps, request("/api/v1/orders", { token, key, body: mugs })),
+        handleOperation(deps, createOrderOperation, request("/api/v1/orders", { token, key, body: mugs })),
       ),
     );
     const ids = new Set<string>();
@@ -101,25 +107,37 @@ describe("POST /api/v1/orders with Idempotency-Key", () => {
 
   it("refuses a missing key (400), a reused key with another body (422), bad input and bad tokens, writing nothing", async () => {
     const token = await newShopper();
-    const missing = await postOrder(deps, request("/api/v1/orders", { token, body: mugs }));
+    const missing = await handleOperation(
+      deps,
+      createOrderOperation,
+      request("/api/v1/orders", { token, body: mugs }),
+    );
     expect(missing.status).toBe(400);
     expect(missing.headers.get("content-type")).toBe("application/problem+json");
     expect(await missing.json()).toMatchObject({ status: 400, code: "IDEMPOTENCY_KEY_MISSING" });
     expect(
-      (await postOrder(deps, request("/api/v1/orders", { token, key: "short", body: mugs }))).status,
+      (
+        await handleOperation(
+          deps,
+          createOrderOperation,
+          request("/api/v1/orders", { token, key: "short", body: mugs }),
+        )
+      ).status,
     ).toBe(400);
 
     const key = randomUUID();
-    await postOrder(deps, request("/api/v1/orders", { token, key, body: mugs }));
-    const mismatch = await postOrder(
+    await handleOperation(deps, createOrderOperation, request("/api/v1/orders", { token, key, body: mugs }));
+    const mismatch = await handleOperation(
       deps,
+      createOrderOperation,
       request("/api/v1/orders", { token, key, body: { items: [{ skuId: "SKU-MUG", quantity: 3 }] } }),
     );
     expect(mismatch.status).toBe(422);
     expect(await mismatch.json()).toMatchObject({ code: "IDEMPOTENCY_KEY_REUSED" });
 
-    const badBody = await postOrder(
+    const badBody = await handleOperation(
       deps,
+      createOrderOperation,
       request("/api/v1/orders", {
         token,
         key: randomUUID(),
@@ -133,15 +151,26 @@ describe("POST /api/v1/orders with Idempotency-Key", () => {
       headers: { authorization: `Bearer ${token}`, "idempotency-key": randomUUID() },
       body: "{nope",
     });
-    expect((await postOrder(deps, notJson)).status).toBe(400);
+    expect((await handleOperation(deps, createOrderOperation, notJson)).status).toBe(400);
 
-    expect((await postOrder(deps, request("/api/v1/orders", { key: randomUUID(), body: mugs }))).status).toBe(
-      401,
-    );
+    expect(
+      (
+        await handleOperation(
+          deps,
+          createOrderOperation,
+          request("/api/v1/orders", { key: randomUUID(), body: mugs }),
+        )
+      ).status,
+    ).toBe(401);
     const forged = `${token.slice(0, -2)}xx`;
     expect(
-      (await postOrder(deps, request("/api/v1/orders", { token: forged, key: randomUUID(), body: mugs })))
-        .status,
+      (
+        await handleOperation(
+          deps,
+          createOrderOperation,
+          request("/api/v1/orders", { token: forged, key: randomUUID(), body: mugs }),
+        )
+      ).status,
     ).toBe(401);
     expect(await ordersOfToken(token)).toBe(1);
   });
@@ -150,10 +179,18 @@ describe("POST /api/v1/orders with Idempotency-Key", () => {
     const token = await newShopper();
     const key = randomUUID();
     const body = { items: [{ skuId: "SKU-LIMITED", quantity: 9 }] };
-    const first = await postOrder(deps, request("/api/v1/orders", { token, key, body }));
+    const first = await handleOperation(
+      deps,
+      createOrderOperation,
+      request("/api/v1/orders", { token, key, body }),
+    );
     expect(first.status).toBe(412);
     expect(first.headers.get("idempotency-key-expires")).toBeTruthy();
-    const again = await postOrder(deps, request("/api/v1/orders", { token, key, body }));
+    const again = await handleOperation(
+      deps,
+      createOrderOperation,
+      request("/api/v1/orders", { token, key, body }),
+    );
     expect(again.status).toBe(412);
     expect(again.headers.get("idempotent-replayed")).toBe("true");
   });
@@ -162,10 +199,18 @@ describe("POST /api/v1/orders with Idempotency-Key", () => {
     const token = await newShopper();
     const key = randomUUID();
     const shortLived = { ...deps, app: { ...deps.app, idempotency: { ...deps.app.idempotency, ttlMs: 20 } } };
-    const first = await postOrder(shortLived, request("/api/v1/orders", { token, key, body: mugs }));
+    const first = await handleOperation(
+      shortLived,
+      createOrderOperation,
+      request("/api/v1/orders", { token, key, body: mugs }),
+    );
     await new Promise((resolve) => setTimeout(resolve, 50));
     await deleteExpiredRecords(t.db);
-    const later = await postOrder(shortLived, request("/api/v1/orders", { token, key, body: mugs }));
+    const later = await handleOperation(
+      shortLived,
+      createOrderOperation,
+      request("/api/v1/orders", { token, key, body: mugs }),
+    );
     expect(later.status).toBe(201);
     expect(later.headers.get("idempotent-replayed")).toBeNull();
     expect(((await later.json()) as { orderId: string }).orderId).toBe(
@@ -179,14 +224,20 @@ describe("payments, refunds and reads over REST", () => {
   it("pays and refunds once per key, and keeps other shoppers out", async () => {
     const token = await newShopper();
     const order = await (
-      await postOrder(deps, request("/api/v1/orders", { token, key: randomUUID(), body: mugs }))
+      await handleOperation(
+        deps,
+        createOrderOperation,
+        request("/api/v1/orders", { token, key: randomUUID(), body: mugs }),
+      )
     ).json();
     const path = `/api/v1/orders/${order.orderId}`;
 
     const payKey = randomUUID();
     const payments = await Promise.all(
       Array.from({ length: 10 }, () =>
-        postPayment(deps, request(`${path}/payments`, { token, key: payKey }), order.orderId),
+        handleOperation(deps, createPaymentOperation, request(`${path}/payments`, { token, key: payKey }), {
+          orderId: order.orderId,
+        }),
       ),
     );
     const paid = await Promise.all(payments.filter((p) => p.status === 201).map((p) => p.json()));
@@ -205,25 +256,28 @@ describe("payments, refunds and reads over REST", () => {
     const refundKey = randomUUID();
     const refunds = await Promise.all(
       Array.from({ length: 10 }, () =>
-        postRefund(
+        handleOperation(
           deps,
+          createRefundOperation,
           request(`${path}/refunds`, { token, key: refundKey, body: { amountCents: 1000 } }),
-          order.orderId,
+          { orderId: order.orderId },
         ),
       ),
     );
     const accepted = await Promise.all(refunds.filter((r) => r.status === 201).map((r) => r.json()));
     expect(new Set(accepted.map((r) => r.refundNo)).size).toBe(1);
-    const tooMuch = await postRefund(
+    const tooMuch = await handleOperation(
       deps,
+      createRefundOperation,
       request(`${path}/refunds`, { token, key: randomUUID(), body: { amountCents: 2000 } }),
-      order.orderId,
+      { orderId: order.orderId },
     );
     expect(tooMuch.status).toBe(412);
-    const reused = await postRefund(
+    const reused = await handleOperation(
       deps,
+      createRefundOperation,
       request(`${path}/refunds`, { token, key: refundKey, body: { amountCents: 999 } }),
-      order.orderId,
+      { orderId: order.orderId },
     );
     expect(reused.status).toBe(422);
     await deliverAll(loop.app);
@@ -243,19 +297,21 @@ describe("payments, refunds and reads over REST", () => {
     ).toBe(404);
     expect(
       (
-        await postPayment(
+        await handleOperation(
           deps,
+          createPaymentOperation,
           request(`${path}/payments`, { token: stranger, key: randomUUID() }),
-          order.orderId,
+          { orderId: order.orderId },
         )
       ).status,
     ).toBe(404);
     expect(
       (
-        await postRefund(
+        await handleOperation(
           deps,
+          createRefundOperation,
           request(`${path}/refunds`, { token: stranger, key: randomUUID(), body: { amountCents: 1 } }),
-          order.orderId,
+          { orderId: order.orderId },
         )
       ).status,
     ).toBe(404);
@@ -272,7 +328,11 @@ describe("payments, refunds and reads over REST", () => {
     expect(off.status).toBe(403);
     const id = randomUUID();
     const token = signApiToken(id, deps.app.sessionSecret);
-    const answer = await postOrder(deps, request("/api/v1/orders", { token, key: randomUUID(), body: mugs }));
+    const answer = await handleOperation(
+      deps,
+      createOrderOperation,
+      request("/api/v1/orders", { token, key: randomUUID(), body: mugs }),
+    );
     expect(answer.status).toBe(201);
   });
 

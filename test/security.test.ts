@@ -3,7 +3,12 @@ import { TRPCError } from "@trpc/server";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { AppContext } from "~/server/app-context";
 import { acquire, fingerprint } from "~/server/idempotency";
-import { getOrder, postOrder, postPayment, postRefund, type RestDeps } from "~/server/rest/handlers";
+import { createOrderOperation } from "~/server/orders/create-order";
+import { createPaymentOperation } from "~/server/payments/create-payment";
+import { createRefundOperation } from "~/server/refunds/create-refund";
+import { getOrder } from "~/server/rest/handlers";
+import type { RestDeps } from "~/server/rest/http";
+import { handleOperation } from "~/server/rest/operation";
 import { signApiToken } from "~/server/session/session";
 import { createCaller } from "~/server/trpc/root";
 import { testAppContext } from "./support/app-context";
@@ -71,8 +76,12 @@ describe("another shopper's order", () => {
       });
     const statuses = [
       (await getOrder(rest, req("GET"), orderId)).status,
-      (await postPayment(rest, req("POST", {}), orderId)).status,
-      (await postRefund(rest, req("POST", { amountCents: 100 }), orderId)).status,
+      (await handleOperation(rest, createPaymentOperation, req("POST", {}), { orderId })).status,
+      (
+        await handleOperation(rest, createRefundOperation, req("POST", { amountCents: 100 }), {
+          orderId: orderId,
+        })
+      ).status,
     ];
     expect(statuses).toEqual([404, 404, 404]);
     expect(await effects(orderId)).toEqual(before);
@@ -92,8 +101,9 @@ describe("REST while the first request with a key is still running", () => {
       app.idempotency,
     );
     const impatient = { ...rest, app: { ...app, idempotency: { ...app.idempotency, waitMs: 100 } } };
-    const answer = await postOrder(
+    const answer = await handleOperation(
       impatient,
+      createOrderOperation,
       new Request("http://test/api/v1/orders", {
         method: "POST",
         headers: {

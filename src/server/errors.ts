@@ -99,6 +99,15 @@ export function isTransientError(error: unknown): boolean {
   return false;
 }
 
+/**
+ * The one translation of "the database went away" into the answer clients retry on:
+ * a transient failure that is not already a DomainError becomes SERVICE_UNAVAILABLE;
+ * anything else is returned as it is.
+ */
+export function unavailableIfTransient(error: unknown): unknown {
+  return !isDomainError(error) && isTransientError(error) ? serviceUnavailable(error) : error;
+}
+
 export function serviceUnavailable(cause: unknown): DomainError {
   return new DomainError(
     "SERVICE_UNAVAILABLE",

@@ -7,8 +7,8 @@ import { useTRPC } from "~/client/trpc";
 
 /**
  * "Refund": one refund_no per refund intent (this order, this amount), kept in
- * sessionStorage, reused by double clicks and retries; a new amount or a
- * finished refund starts a new one.
+ * sessionStorage, reused by double clicks and retries; a new amount, a
+ * finished refund or a refusal starts a new one.
  */
 export function useRefundOrder(orderId: string) {
   const trpc = useTRPC();
@@ -36,6 +36,10 @@ export function useRefundOrder(orderId: string) {
         { orderId, refundNo: intent.requestId, amountCents },
         {
           onSuccess: () => clearIntent(sessionStorage, storageKey),
+          // A business answer (too much, not refundable) is stored for this refund_no: a new try needs a new one.
+          onError: (error) => {
+            if (!isRetryable(error)) clearIntent(sessionStorage, storageKey);
+          },
           onSettled: () => {
             submitting.current = false;
             void queryClient.invalidateQueries(trpc.refunds.pathFilter());

@@ -209,13 +209,13 @@ export const autoRefundConsumer: Consumer = {
       .where(and(eq(refundOrder.orderId, orderId), ne(refundOrder.status, "REFUND_FAILED")));
     const remaining = (order?.amountCents ?? 0) - Number(refunded?.total ?? 0);
     if (remaining <= 0) return "SKIPPED";
-    const refund = await recordRefund(tx, {
+    const { existed } = await recordRefund(tx, {
       orderId,
       refundNo: `AUTO-${orderId}`,
       amountCents: remaining,
       reason: "automatic: not enough stock to fill the order",
     });
-    return refund.replayed ? "SKIPPED" : "APPLIED";
+    return existed ? "SKIPPED" : "APPLIED";
   },
 };
 

@@ -1,13 +1,7 @@
 import { sql } from "drizzle-orm";
 import type postgres from "postgres";
 import { type Db, type HeldConnection, holdConnection, type Tx } from "~/server/db/client";
-import {
-  DomainError,
-  type DomainErrorCode,
-  isDomainError,
-  isTransientError,
-  serviceUnavailable,
-} from "~/server/errors";
+import { DomainError, type DomainErrorCode, isDomainError, unavailableIfTransient } from "~/server/errors";
 import type { IdempotencyEvent, IdempotencyOutcome } from "~/server/observability/observer";
 import { fingerprint as fingerprintOf } from "./fingerprint";
 
@@ -62,6 +56,13 @@ export interface IdempotentOperation<T> extends KeyRef {
    * other failure releases the key so the same key can run again.
    */
   storedErrors: readonly DomainErrorCode[];
+  /**
+   * Work outside this database that must precede the business transaction. It runs once
+   * the key is held (so duplicates wait for, or replay, the holder instead of repeating
+   * it), outside any transaction, and must be idempotent by its own key: a holder that
+   * crashed is taken over, and the taker runs it again.
+   */
+  prepare?: () => Promise<void>;
 }
 
 export interface IdempotentResult<T> {
@@ -153,7 +154,9 @@ export async function runIdempotent<T>(
     });
   try {
     const requestFingerprint = fingerprintOf(op.bizType, op.request);
-    const result = await claimAndExecute(db, op, requestFingerprint, config);
+    const result = op.prepare
+      ? await prepareThenExecute(db, op, op.prepare, requestFingerprint, config)
+      : await claimAndExecute(db, op, requestFingerprint, config);
     emit(result.replayed ? "replayed" : "first");
     return result;
   } catch (error) {
@@ -211,7 +214,7 @@ async function claimAndExecute<T>(
   }
   if (attempt && "failed" in attempt) {
     if (lease) return failUnderLease(db, lease, op, attempt.failed);
-    throw isTransientError(attempt.failed) ? serviceUnavailable(attempt.failed) : attempt.failed;
+    throw unavailableIfTransient(attempt.failed);
   }
   if (attempt) return attempt;
   const deadline = Date.now() + config.waitMs;
@@ -223,6 +226,24 @@ async function claimAndExecute<T>(
   if (existing?.status === "PROCESSING") await sleep(10);
   const acquired = await acquire(db, op, requestFingerprint, config, deadline);
   return acquired.kind === "stored" ? replay<T>(acquired.outcome) : executeUnderLease(db, acquired.lease, op);
+}
+
+/** The key first, then the outside work with no connection held, then the business transaction. */
+async function prepareThenExecute<T>(
+  db: Db,
+  op: IdempotentOperation<T>,
+  prepare: () => Promise<void>,
+  requestFingerprint: string,
+  config: IdempotencyConfig,
+): Promise<IdempotentResult<T>> {
+  const acquired = await acquire(db, op, requestFingerprint, config);
+  if (acquired.kind === "stored") return replay<T>(acquired.outcome);
+  try {
+    await prepare();
+  } catch (error) {
+    return failUnderLease(db, acquired.lease, op, error);
+  }
+  return executeUnderLease(db, acquired.lease, op);
 }
 
 /**
@@ -383,7 +404,7 @@ async function failUnderLease<T>(
     throw error;
   }
   await release(sql, lease);
-  throw isTransientError(error) ? serviceUnavailable(error) : error;
+  throw unavailableIfTransient(error);
 }
 
 /**
@@ -501,7 +522,7 @@ async function guard<R>(statement: () => Promise<R>): Promise<R> {
   try {
     return await statement();
   } catch (error) {
-    throw isTransientError(error) ? serviceUnavailable(error) : error;
+    throw unavailableIfTransient(error);
   }
 }
 

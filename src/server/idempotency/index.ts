@@ -12,3 +12,17 @@ export {
   type Lease,
   runIdempotent,
 } from "./idempotency";
+export {
+  type AnyOperation,
+  defineOperation,
+  type Executed,
+  gatewayKeyOf,
+  keyOfCall,
+  type Operation,
+  type OperationAnswer,
+  type OperationCall,
+  type OperationContext,
+  type OperationKey,
+  type RestBinding,
+  runOperation,
+} from "./operation";

@@ -2,10 +2,15 @@ import { and, eq, inArray } from "drizzle-orm";
 import type { Db, Tx } from "~/server/db/client";
 import { orderItem, orders, sku } from "~/server/db/schema";
 import { DomainError } from "~/server/errors";
-import { DEFAULT_IDEMPOTENCY_CONFIG, type IdempotencyConfig, runIdempotent } from "~/server/idempotency";
-import { type CreateOrderInput, MAX_QUANTITY_PER_LINE, type OrderLine } from "./schema";
-
-export const CREATE_ORDER_BIZ_TYPE = "order.create";
+import { defineOperation, type IdempotencyConfig, runOperation } from "~/server/idempotency";
+import {
+  type CreateOrderInput,
+  createOrderBody,
+  createOrderInput,
+  MAX_QUANTITY_PER_LINE,
+  type OrderLine,
+  orderResource,
+} from "./schema";
 
 export interface CreatedOrder {
   orderId: string;
@@ -14,38 +19,42 @@ export interface CreatedOrder {
   currency: string;
 }
 
-export interface CreateOrderDeps {
-  idempotency?: IdempotencyConfig;
-}
-
 /**
  * Places an order exactly once per (shopper, requestId). Unknown SKUs and short
  * stock are final answers: stored and replayed like a success. Stock is checked
  * here and deducted when the order is paid.
  */
-export async function createOrder(
+export const createOrderOperation = defineOperation({
+  name: "order.create",
+  input: createOrderInput,
+  key: { kind: "client", field: "requestId" },
+  storedErrors: ["SKU_NOT_FOUND", "OUT_OF_STOCK", "INVALID_INPUT"],
+  gateway: "per-shopper-and-key",
+  // The same lines in another order, or split over two entries, are the same request.
+  canonical: (input) => ({ items: normaliseLines(input.items) }),
+  execute: async (tx, input, { userId }) => {
+    const created = await insertOrder(tx, userId, input.requestId, normaliseLines(input.items));
+    return { result: created, bizId: created.orderId };
+  },
+  rest: {
+    method: "POST",
+    path: "/api/v1/orders",
+    summary: "Place an order (once per Idempotency-Key)",
+    body: createOrderBody,
+    status: 201,
+    resource: orderResource,
+    location: (order) => `/api/v1/orders/${order.orderId}`,
+  },
+});
+
+/** The operation called as a function (tests, the benchmark). */
+export function createOrder(
   db: Db,
   userId: string,
   input: CreateOrderInput,
-  deps: CreateOrderDeps = {},
-): Promise<CreatedOrder & { replayed: boolean; keyExpiresAt: Date }> {
-  const lines = normaliseLines(input.items);
-  const { result, replayed, keyExpiresAt } = await runIdempotent<CreatedOrder>(
-    db,
-    {
-      scope: userId,
-      bizType: CREATE_ORDER_BIZ_TYPE,
-      key: input.requestId,
-      request: { items: lines },
-      storedErrors: ["SKU_NOT_FOUND", "OUT_OF_STOCK", "INVALID_INPUT"],
-      execute: async (tx) => {
-        const created = await insertOrder(tx, userId, input.requestId, lines);
-        return { result: created, bizId: created.orderId };
-      },
-    },
-    deps.idempotency ?? DEFAULT_IDEMPOTENCY_CONFIG,
-  );
-  return { ...result, replayed, keyExpiresAt };
+  deps: { idempotency?: IdempotencyConfig } = {},
+) {
+  return runOperation(db, createOrderOperation, { userId, input, deps: {} }, deps.idempotency);
 }
 
 /** One line per SKU, in SKU order: the canonical form that is fingerprinted and stored. */
@@ -67,7 +76,7 @@ export function normaliseLines(items: readonly OrderLine[]): OrderLine[] {
     });
 }
 
-async function insertOrder(
+export async function insertOrder(
   tx: Tx,
   userId: string,
   requestId: string,

@@ -35,3 +35,21 @@ export type CreateOrderInput = z.infer<typeof createOrderInput>;
 export type OrderLine = z.infer<typeof orderLineSchema>;
 
 export const orderIdInput = z.object({ orderId: z.uuid("orderId must be a UUID") });
+
+/** Path parameters of an order's REST routes. */
+export const orderIdParams = z.object({ orderId: z.uuid("orderId must be a UUID") });
+
+/** The REST body of an order: the items (the key travels in the Idempotency-Key header). */
+export const createOrderBody = z
+  .object({ items: createOrderInput.shape.items })
+  .meta({ id: "CreateOrderRequest" });
+
+/** An order as the API answers it. */
+export const orderResource = z
+  .object({
+    orderId: z.uuid(),
+    status: z.string(),
+    amountCents: z.number().int(),
+    currency: z.string(),
+  })
+  .meta({ id: "Order" });

@@ -3,8 +3,10 @@ import { and, eq, inArray, sql } from "drizzle-orm";
 import type { Db, Executor } from "~/server/db/client";
 import { orders, paymentOrder } from "~/server/db/schema";
 import { DomainError } from "~/server/errors";
-import { type IdempotencyConfig, runIdempotent } from "~/server/idempotency";
+import { defineOperation, type OperationContext, runOperation } from "~/server/idempotency";
+import { orderIdInput, orderIdParams } from "~/server/orders/schema";
 import { type PayRequest, signPayRequest } from "~/server/provider/contract";
+import { paymentResource } from "./schema";
 
 export interface PaymentDeps {
   appId: string;
@@ -19,22 +21,53 @@ export interface CreatedPayment {
   payUrl: string;
   amountCents: number;
   currency: string;
-  replayed: boolean;
 }
 
 const OPEN = ["PENDING", "SUCCESS"] as const;
 
 /**
- * One open payment per order, decided by a partial unique index: calling this
- * again, or many times at once, returns the same payment. The amount always
- * comes from the order.
+ * One open payment per order, decided by a partial unique index: asking again,
+ * or many times at once, answers the same payment. The amount always comes from
+ * the order. Over REST an Idempotency-Key also makes a reused key with another
+ * order a 422, and a replay say so.
  */
-export async function createPayment(
+export const createPaymentOperation = defineOperation({
+  name: "payment.create",
+  input: orderIdInput,
+  key: {
+    kind: "natural",
+    describe: "the order: one open payment per order (a partial unique index)",
+    of: (input) => input.orderId,
+  },
+  storedErrors: ["ORDER_NOT_FOUND", "ORDER_NOT_PAYABLE"],
+  gateway: "per-shopper-and-key",
+  execute: async (tx, input, { userId, deps }: OperationContext<{ payments: PaymentDeps }>) => {
+    const { payment, existed } = await openPayment(tx, userId, input, deps.payments);
+    return { result: payment, bizId: payment.outTradeNo, existed };
+  },
+  rest: {
+    method: "POST",
+    path: "/api/v1/orders/{orderId}/payments",
+    summary: "Open the order's payment at MockPay (one open payment per order)",
+    params: orderIdParams,
+    notFound: "ORDER_NOT_FOUND",
+    status: 201,
+    resource: paymentResource,
+    location: (_payment, input) => `/api/v1/orders/${input.orderId}`,
+  },
+});
+
+/** The operation called as a function (tests, the benchmark): no record, the partial unique index decides. */
+export function createPayment(db: Db, userId: string, input: { orderId: string }, deps: PaymentDeps) {
+  return runOperation(db, createPaymentOperation, { userId, input, deps: { payments: deps } });
+}
+
+async function openPayment(
   db: Executor,
   userId: string,
   input: { orderId: string },
   deps: PaymentDeps,
-): Promise<CreatedPayment> {
+): Promise<{ payment: CreatedPayment; existed: boolean }> {
   const [order] = await db
     .select({
       id: orders.id,
@@ -68,11 +101,13 @@ export async function createPayment(
   if (!payment) throw new Error("open payment vanished between conflict and read");
   if (payment.status === "SUCCESS") throw notPayable("PAID");
   return {
-    outTradeNo: payment.outTradeNo,
-    payUrl: payUrl(payment, order.id, deps),
-    amountCents: payment.amountCents,
-    currency: payment.currency,
-    replayed: !created,
+    payment: {
+      outTradeNo: payment.outTradeNo,
+      payUrl: payUrl(payment, order.id, deps),
+      amountCents: payment.amountCents,
+      currency: payment.currency,
+    },
+    existed: !created,
   };
 }
 
@@ -105,35 +140,4 @@ function payUrl(
     sig: signPayRequest(deps.webhookSecret, params),
   });
   return `/provider/pay/${encodeURIComponent(payment.outTradeNo)}?${query.toString()}`;
-}
-
-/**
- * The REST API's POST /orders/{id}/payments: the same one-open-payment rule,
- * behind an Idempotency-Key so a reused key with another order is refused and
- * a replay says so.
- */
-export async function createPaymentWithKey(
-  db: Db,
-  userId: string,
-  key: string,
-  input: { orderId: string },
-  deps: PaymentDeps,
-  idempotency: IdempotencyConfig,
-) {
-  const outcome = await runIdempotent<Omit<CreatedPayment, "replayed">>(
-    db,
-    {
-      scope: userId,
-      bizType: "payment.create",
-      key,
-      request: input,
-      storedErrors: ["ORDER_NOT_FOUND", "ORDER_NOT_PAYABLE"],
-      execute: async (tx) => {
-        const { replayed: _replayed, ...payment } = await createPayment(tx, userId, input, deps);
-        return { result: payment, bizId: payment.outTradeNo };
-      },
-    },
-    idempotency,
-  );
-  return outcome;
 }

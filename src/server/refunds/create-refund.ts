@@ -1,11 +1,12 @@
 import { createHash } from "node:crypto";
 import { and, eq, ne, sql } from "drizzle-orm";
-import type { Db, Executor, Tx } from "~/server/db/client";
+import type { Executor, Tx } from "~/server/db/client";
 import { paymentOrder, refundOrder } from "~/server/db/schema";
 import { DomainError } from "~/server/errors";
-import { type IdempotencyConfig, runIdempotent } from "~/server/idempotency";
+import { defineOperation, type OperationContext } from "~/server/idempotency";
 import { getOwnedOrder } from "~/server/orders/queries";
-import type { CreateRefundInput } from "./schema";
+import { orderIdParams } from "~/server/orders/schema";
+import { type CreateRefundInput, createRefundBody, createRefundInput, refundResource } from "./schema";
 import { type RefundDeps, submitRefund } from "./submit";
 
 export interface RefundView {
@@ -13,27 +14,48 @@ export interface RefundView {
   status: string;
   amountCents: number;
   currency: string;
-  replayed: boolean;
 }
 
+type RefundContext = OperationContext<{ payments: RefundDeps }>;
+
 /**
- * A shopper's refund: idempotent by refund_no (the same refund_no with another
- * amount or order is refused), never more in total than was paid, then sent to
- * the provider (now if it answers, else by the background submitter).
+ * A shopper's refund: once per refund_no (the same refund_no with another amount
+ * or order is refused), never more in total than was paid, then sent to the
+ * provider (now if it answers, else by the background submitter).
  */
-export async function createRefund(
-  db: Db,
-  userId: string,
-  input: CreateRefundInput,
-  deps: RefundDeps,
-): Promise<RefundView> {
-  await getOwnedOrder(db, userId, input.orderId);
-  const recorded = await db.transaction((tx) =>
-    recordRefund(tx, { ...input, reason: "requested by the shopper" }),
-  );
-  const status = await submitRefund(db, input.refundNo, deps).catch(() => recorded.status);
-  return { ...recorded, status };
-}
+export const createRefundOperation = defineOperation({
+  name: "refund.create",
+  input: createRefundInput,
+  key: {
+    kind: "client",
+    field: "refundNo",
+    // refund_no is one namespace for every shopper: a REST key is hashed with its shopper into one.
+    fromHeader: (userId, key) =>
+      `K-${createHash("sha256").update(`${userId}:${key}`).digest("hex").slice(0, 32)}`,
+  },
+  storedErrors: ["ORDER_NOT_FOUND", "ORDER_NOT_REFUNDABLE", "REFUND_EXCEEDS_PAID"],
+  gateway: "per-shopper-and-key",
+  execute: async (tx, input, { userId }: RefundContext) => {
+    await getOwnedOrder(tx, userId, input.orderId);
+    const { refund, existed } = await recordRefund(tx, { ...input, reason: "requested by the shopper" });
+    return { result: refund, bizId: refund.refundNo, existed };
+  },
+  // The answer is the stored one (a replay must match it); the provider hears about the refund right after.
+  afterCommit: async (db, refund, { deps }: RefundContext) => {
+    await submitRefund(db, refund.refundNo, deps.payments);
+  },
+  rest: {
+    method: "POST",
+    path: "/api/v1/orders/{orderId}/refunds",
+    summary: "Refund (part of) a paid order; never more than was paid in total",
+    params: orderIdParams,
+    notFound: "ORDER_NOT_FOUND",
+    body: createRefundBody,
+    status: 201,
+    resource: refundResource,
+    location: (_refund, input) => `/api/v1/orders/${input.orderId}`,
+  },
+});
 
 /**
  * Records a refund in REFUND_CREATED inside the caller's transaction. The
@@ -43,7 +65,7 @@ export async function createRefund(
 export async function recordRefund(
   tx: Tx,
   input: CreateRefundInput & { reason: string },
-): Promise<RefundView> {
+): Promise<{ refund: RefundView; existed: boolean }> {
   const payment = await lockPaidPayment(tx, input.orderId);
   if (!payment)
     throw new DomainError("ORDER_NOT_REFUNDABLE", "this order has no successful payment to refund");
@@ -77,13 +99,7 @@ export async function recordRefund(
     .returning();
   // Another order took this refund_no at the same moment: the unique index decided.
   if (!created) return replayOf(await findRefund(tx, input.refundNo), input);
-  return {
-    refundNo: created.refundNo,
-    status: created.status,
-    amountCents: created.amountCents,
-    currency: created.currency,
-    replayed: false,
-  };
+  return { refund: viewOf(created), existed: false };
 }
 
 /**
@@ -104,59 +120,19 @@ async function findRefund(db: Executor, refundNo: string) {
   return row;
 }
 
+function viewOf(row: typeof refundOrder.$inferSelect): RefundView {
+  return { refundNo: row.refundNo, status: row.status, amountCents: row.amountCents, currency: row.currency };
+}
+
 function replayOf(
   existing: typeof refundOrder.$inferSelect | undefined,
   input: CreateRefundInput,
-): RefundView {
+): { refund: RefundView; existed: boolean } {
   if (!existing || existing.orderId !== input.orderId || existing.amountCents !== input.amountCents) {
     throw new DomainError(
       "IDEMPOTENCY_KEY_REUSED",
       "This refund_no was already used for another refund. Use a new refund_no for a new refund.",
     );
   }
-  return {
-    refundNo: existing.refundNo,
-    status: existing.status,
-    amountCents: existing.amountCents,
-    currency: existing.currency,
-    replayed: true,
-  };
-}
-
-/**
- * The REST API's POST /orders/{id}/refunds: the Idempotency-Key decides, and the
- * refund_no is derived from (shopper, key) so two shoppers' keys never collide.
- */
-export async function createRefundWithKey(
-  db: Db,
-  userId: string,
-  key: string,
-  input: { orderId: string; amountCents: number },
-  deps: RefundDeps,
-  idempotency: IdempotencyConfig,
-) {
-  const refundNo = `K-${createHash("sha256").update(`${userId}:${key}`).digest("hex").slice(0, 32)}`;
-  const outcome = await runIdempotent<Omit<RefundView, "replayed">>(
-    db,
-    {
-      scope: userId,
-      bizType: "refund.create",
-      key,
-      request: input,
-      storedErrors: ["ORDER_NOT_FOUND", "ORDER_NOT_REFUNDABLE", "REFUND_EXCEEDS_PAID"],
-      execute: async (tx) => {
-        await getOwnedOrder(tx, userId, input.orderId);
-        const { replayed: _replayed, ...refund } = await recordRefund(tx, {
-          ...input,
-          refundNo,
-          reason: "requested through the API",
-        });
-        return { result: refund, bizId: refund.refundNo };
-      },
-    },
-    idempotency,
-  );
-  // The answer is the stored one (a replay must match it); the provider hears about the refund right after.
-  await submitRefund(db, refundNo, deps).catch(() => undefined);
-  return outcome;
+  return { refund: viewOf(existing), existed: true };
 }

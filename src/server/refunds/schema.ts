@@ -12,3 +12,18 @@ export const createRefundInput = z.object({
     .max(100_000_000, "amountCents is too large"),
 });
 export type CreateRefundInput = z.infer<typeof createRefundInput>;
+
+/** The REST body of a refund (the refund's key travels in the Idempotency-Key header). */
+export const createRefundBody = z
+  .object({ amountCents: createRefundInput.shape.amountCents })
+  .meta({ id: "CreateRefundRequest" });
+
+/** A refund as the API answers it. */
+export const refundResource = z
+  .object({
+    refundNo: z.string(),
+    status: z.string(),
+    amountCents: z.number().int(),
+    currency: z.string(),
+  })
+  .meta({ id: "Refund" });

@@ -1,7 +1,7 @@
 import { getEnv } from "~/env";
 import { getAppContext } from "~/server/app-context";
 import { getLogger } from "~/server/logger";
-import type { RestDeps } from "./handlers";
+import type { RestDeps } from "./http";
 
 /** The running app's REST dependencies (route handlers call this). */
 export function restDeps(): RestDeps {

@@ -1,10 +1,7 @@
-import {
-  DomainError,
-  type DomainErrorCode,
-  isDomainError,
-  isTransientError,
-  serviceUnavailable,
-} from "~/server/errors";
+import { randomUUID } from "node:crypto";
+import type { AppContext } from "~/server/app-context";
+import { DomainError, type DomainErrorCode, isDomainError, unavailableIfTransient } from "~/server/errors";
+import { withRequestContext } from "~/server/observability/request-context";
 import { requestIdSchema } from "~/server/orders/schema";
 import { verifyApiToken } from "~/server/session/session";
 
@@ -35,7 +32,7 @@ interface KeyedAnswer {
   keyExpiresAt?: Date;
 }
 
-function keyHeaders(answer: KeyedAnswer): Record<string, string> {
+export function keyHeaders(answer: KeyedAnswer): Record<string, string> {
   return {
     ...(answer.keyExpiresAt ? { [KEY_EXPIRES_HEADER]: answer.keyExpiresAt.toUTCString() } : {}),
     ...(answer.replayed ? { [REPLAYED_HEADER]: "true" } : {}),
@@ -74,15 +71,10 @@ export function problem(
   });
 }
 
-/** A created resource (or its replay): the same status, body and Location every time. */
-export function created(body: unknown, location: string, answer: KeyedAnswer): Response {
-  return json(201, body, { location, ...keyHeaders(answer) });
-}
-
 /** Domain errors become problems; a stored rejection replays with its status and the replay header. */
 export function errorResponse(thrown: unknown, log: (error: unknown) => void): Response {
   // A database that dropped the connection or timed out is a retryable 503, wherever it happened.
-  const error = !isDomainError(thrown) && isTransientError(thrown) ? serviceUnavailable(thrown) : thrown;
+  const error = unavailableIfTransient(thrown);
   if (isDomainError(error)) {
     const status = HTTP_STATUS_BY_DOMAIN_CODE[error.code];
     const headers: Record<string, string> = keyHeaders({
@@ -167,4 +159,25 @@ export function invalid(issues: { path: PropertyKey[]; message: string }[]): Dom
     "INVALID_INPUT",
     issues.map((issue) => `${issue.path.map(String).join(".") || "body"}: ${issue.message}`).join("; "),
   );
+}
+
+export interface RestDeps {
+  app: AppContext;
+  tokensEnabled: boolean;
+  logError: (error: unknown) => void;
+}
+
+/** Runs a REST handler: a request id, and every failure answered as a problem (logged once when unknown). */
+export async function respond(deps: RestDeps, work: () => Promise<Response>): Promise<Response> {
+  const requestId = randomUUID();
+  return withRequestContext({ requestId }, async () => {
+    try {
+      const response = await work();
+      response.headers.set("x-request-id", requestId);
+      return response;
+    } catch (error) {
+      if (error instanceof HttpProblem) return error.response;
+      return errorResponse(error, (err) => deps.logError({ err, requestId }));
+    }
+  });
 }

@@ -1,16 +1,14 @@
 import { z } from "zod";
-import { createDocument, type ZodOpenApiResponsesObject } from "zod-openapi";
-import { KEY_EXPIRES_HEADER, REPLAYED_HEADER } from "./http";
 import {
-  createOrderBody,
-  createRefundBody,
-  orderDetails,
-  orderResource,
-  paymentResource,
-  problemDetails,
-  refundResource,
-  tokenResource,
-} from "./schemas";
+  createDocument,
+  type ZodOpenApiOperationObject,
+  type ZodOpenApiPathsObject,
+  type ZodOpenApiResponsesObject,
+} from "zod-openapi";
+import type { AnyOperation } from "~/server/idempotency";
+import { OPERATIONS } from "~/server/operations";
+import { HTTP_STATUS_BY_DOMAIN_CODE, KEY_EXPIRES_HEADER, REPLAYED_HEADER } from "./http";
+import { orderDetails, problemDetails, tokenResource } from "./schemas";
 
 const idempotencyKeyHeader = z.string().min(8).max(130).meta({
   description:
@@ -25,7 +23,7 @@ const problem = (description: string) => ({
 });
 
 const keyedHeaders = {
-  Location: { description: "The order's URL.", schema: { type: "string" as const } },
+  Location: { description: "The order's URL (on a create).", schema: { type: "string" as const } },
   [KEY_EXPIRES_HEADER]: {
     description: "When the Idempotency-Key is forgotten (HTTP date); until then a retry replays this answer.",
     schema: { type: "string" as const },
@@ -36,25 +34,57 @@ const keyedHeaders = {
   },
 };
 
-function keyedResponses(schema: z.ZodType, what: string): ZodOpenApiResponsesObject {
-  return {
-    "201": {
-      description: `${what} (or the replay of the first answer)`,
+/** The answers of a mounted operation: its resource, the key's rules, and every stored refusal by its status. */
+function keyedResponses(op: AnyOperation, schema: z.ZodType, status: number): ZodOpenApiResponsesObject {
+  const refusals = new Map<number, string[]>();
+  for (const code of op.storedErrors) {
+    const httpStatus = HTTP_STATUS_BY_DOMAIN_CODE[code];
+    refusals.set(httpStatus, [...(refusals.get(httpStatus) ?? []), code]);
+  }
+  const responses: Record<string, unknown> = {
+    [String(status)]: {
+      description: "The answer (or the replay of the first answer for this key)",
       headers: keyedHeaders,
       content: { "application/json": { schema } },
     },
     "400": problem("Missing or malformed Idempotency-Key, or invalid body"),
     "401": problem("Missing or invalid bearer token"),
-    "404": problem("No such order for this shopper"),
     "409": problem(
       "A request with this key is still in progress; retry after Retry-After seconds with the same key",
     ),
-    "412": problem(
-      "The business said no (out of stock, not payable, refund exceeds payment); replayed for this key",
-    ),
     "422": problem("The key was already used with a different request"),
+    "429": problem("Too many requests (the gateway); retry after Retry-After seconds with the same key"),
     "503": problem("Temporarily unavailable; retry with the same key"),
   };
+  for (const [httpStatus, codes] of refusals) {
+    if (httpStatus === 400) continue;
+    responses[String(httpStatus)] = problem(`${codes.join(", ")}: stored and replayed for this key`);
+  }
+  return responses as ZodOpenApiResponsesObject;
+}
+
+function operationPath(op: AnyOperation): ZodOpenApiOperationObject {
+  const rest = op.rest;
+  if (!rest) throw new Error(`${op.name} has no REST binding`);
+  return {
+    operationId: op.name,
+    summary: rest.summary,
+    requestParams: {
+      ...(rest.params ? { path: rest.params } : {}),
+      header: z.object({ "idempotency-key": idempotencyKeyHeader }),
+    },
+    ...(rest.body ? { requestBody: { content: { "application/json": { schema: rest.body } } } } : {}),
+    responses: keyedResponses(op, rest.resource, rest.status),
+  };
+}
+
+/** The defined operations' REST routes, by path. */
+function operationPaths(): ZodOpenApiPathsObject {
+  const paths: ZodOpenApiPathsObject = {};
+  for (const op of OPERATIONS as readonly AnyOperation[]) {
+    if (op.rest) paths[op.rest.path] = { ...paths[op.rest.path], post: operationPath(op) };
+  }
+  return paths;
 }
 
 /** The REST API's OpenAPI 3.1 document, generated from the zod schemas the handlers validate with. */
@@ -72,6 +102,7 @@ export function openApiDocument() {
     },
     security: [{ bearer: [] }],
     paths: {
+      ...operationPaths(),
       "/api/v1/tokens": {
         post: {
           summary: "Create a guest shopper and its bearer token",
@@ -80,14 +111,6 @@ export function openApiDocument() {
             "201": { description: "The token", content: { "application/json": { schema: tokenResource } } },
             "403": problem("Token creation is turned off"),
           },
-        },
-      },
-      "/api/v1/orders": {
-        post: {
-          summary: "Place an order (once per Idempotency-Key)",
-          requestParams: { header: z.object({ "idempotency-key": idempotencyKeyHeader }) },
-          requestBody: { content: { "application/json": { schema: createOrderBody } } },
-          responses: keyedResponses(orderResource, "The order"),
         },
       },
       "/api/v1/orders/{orderId}": {
@@ -99,27 +122,6 @@ export function openApiDocument() {
             "401": problem("Missing or invalid bearer token"),
             "404": problem("No such order for this shopper"),
           },
-        },
-      },
-      "/api/v1/orders/{orderId}/payments": {
-        post: {
-          summary: "Open the order's payment at MockPay (one open payment per order)",
-          requestParams: {
-            path: z.object({ orderId: orderIdPath }),
-            header: z.object({ "idempotency-key": idempotencyKeyHeader }),
-          },
-          responses: keyedResponses(paymentResource, "The payment, with the pay page's URL"),
-        },
-      },
-      "/api/v1/orders/{orderId}/refunds": {
-        post: {
-          summary: "Refund (part of) a paid order; never more than was paid in total",
-          requestParams: {
-            path: z.object({ orderId: orderIdPath }),
-            header: z.object({ "idempotency-key": idempotencyKeyHeader }),
-          },
-          requestBody: { content: { "application/json": { schema: createRefundBody } } },
-          responses: keyedResponses(refundResource, "The refund"),
         },
       },
     },

@@ -1,41 +1,6 @@
 import { z } from "zod";
-import { createOrderInput } from "~/server/orders/schema";
-import { createRefundInput } from "~/server/refunds/schema";
-
-/** Request bodies: the same zod schemas the services validate with (the key travels in the header). */
-export const createOrderBody = z
-  .object({ items: createOrderInput.shape.items })
-  .meta({ id: "CreateOrderRequest" });
-export const createRefundBody = z
-  .object({ amountCents: createRefundInput.shape.amountCents })
-  .meta({ id: "CreateRefundRequest" });
-
-export const orderResource = z
-  .object({
-    orderId: z.uuid(),
-    status: z.string(),
-    amountCents: z.number().int(),
-    currency: z.string(),
-  })
-  .meta({ id: "Order" });
-
-export const paymentResource = z
-  .object({
-    outTradeNo: z.string(),
-    payUrl: z.string(),
-    amountCents: z.number().int(),
-    currency: z.string(),
-  })
-  .meta({ id: "Payment" });
-
-export const refundResource = z
-  .object({
-    refundNo: z.string(),
-    status: z.string(),
-    amountCents: z.number().int(),
-    currency: z.string(),
-  })
-  .meta({ id: "Refund" });
+import { orderResource } from "~/server/orders/schema";
+import { refundResource } from "~/server/refunds/schema";
 
 export const orderDetails = orderResource
   .extend({

@@ -1,7 +1,7 @@
 import { initTRPC, TRPCError } from "@trpc/server";
 import superjson from "superjson";
 import { ZodError, z } from "zod";
-import { DomainError, type DomainErrorCode, isTransientError, serviceUnavailable } from "~/server/errors";
+import { DomainError, type DomainErrorCode, unavailableIfTransient } from "~/server/errors";
 import { getLogger } from "~/server/logger";
 import { withRequestContext } from "~/server/observability/request-context";
 import type { TrpcContext } from "./context";
@@ -25,35 +25,43 @@ export const TRPC_CODE_BY_DOMAIN_CODE: Record<DomainErrorCode, TrpcCode> = {
   RATE_LIMITED: "TOO_MANY_REQUESTS",
 };
 
-const t = initTRPC.context<TrpcContext>().create({
-  transformer: superjson,
-  // Stack traces stay on the server, in development too.
-  isDev: false,
-  errorFormatter({ shape, error }) {
-    const cause = error.cause;
-    const domain = cause instanceof DomainError ? cause : undefined;
-    const internal = error.code === "INTERNAL_SERVER_ERROR" && !domain;
-    return {
-      ...shape,
-      message: internal
-        ? "Internal server error"
-        : cause instanceof ZodError
-          ? cause.issues.map((issue) => `${issue.path.join(".") || "input"}: ${issue.message}`).join("; ")
-          : shape.message,
-      data: {
-        code: shape.data.code,
-        httpStatus: shape.data.httpStatus,
-        path: shape.data.path,
-        domainCode: domain?.code ?? null,
-        retryable: domain?.retryable ?? false,
-        retryAfterMs: domain?.details.retryAfterMs ?? null,
-        replayed: domain?.details.replayed ?? false,
-        meta: domain?.details.meta ?? null,
-        fieldErrors: cause instanceof ZodError ? z.flattenError(cause).fieldErrors : null,
-      },
-    };
-  },
-});
+/** Procedure meta: which defined operation a procedure mounts (the transport test reads it). */
+export interface ProcedureMeta {
+  operation?: string;
+}
+
+const t = initTRPC
+  .context<TrpcContext>()
+  .meta<ProcedureMeta>()
+  .create({
+    transformer: superjson,
+    // Stack traces stay on the server, in development too.
+    isDev: false,
+    errorFormatter({ shape, error }) {
+      const cause = error.cause;
+      const domain = cause instanceof DomainError ? cause : undefined;
+      const internal = error.code === "INTERNAL_SERVER_ERROR" && !domain;
+      return {
+        ...shape,
+        message: internal
+          ? "Internal server error"
+          : cause instanceof ZodError
+            ? cause.issues.map((issue) => `${issue.path.join(".") || "input"}: ${issue.message}`).join("; ")
+            : shape.message,
+        data: {
+          code: shape.data.code,
+          httpStatus: shape.data.httpStatus,
+          path: shape.data.path,
+          domainCode: domain?.code ?? null,
+          retryable: domain?.retryable ?? false,
+          retryAfterMs: domain?.details.retryAfterMs ?? null,
+          replayed: domain?.details.replayed ?? false,
+          meta: domain?.details.meta ?? null,
+          fieldErrors: cause instanceof ZodError ? z.flattenError(cause).fieldErrors : null,
+        },
+      };
+    },
+  });
 
 /** Errors the procedure middleware already logged (the HTTP handler's onError skips them). */
 const logged = new WeakSet<object>();
@@ -68,10 +76,7 @@ const domainErrors = t.middleware(async ({ next, ctx, path, type }) => {
   const result = await withRequestContext({ requestId: ctx.requestId }, () => next());
   if (result.ok) return result;
   // A database that dropped the connection or timed out is a retryable 503, wherever it happened.
-  const cause =
-    !(result.error.cause instanceof DomainError) && isTransientError(result.error.cause)
-      ? serviceUnavailable(result.error.cause)
-      : result.error.cause;
+  const cause = unavailableIfTransient(result.error.cause);
   if (cause instanceof DomainError) {
     throw new TRPCError({ code: TRPC_CODE_BY_DOMAIN_CODE[cause.code], message: cause.message, cause });
   }
@@ -88,14 +93,3 @@ const domainErrors = t.middleware(async ({ next, ctx, path, type }) => {
 export const router = t.router;
 export const createCallerFactory = t.createCallerFactory;
 export const shopperProcedure = t.procedure.use(domainErrors);
-
-/**
- * The gateway in front of a creating procedure (after `.input()`): per shopper
- * and route, and per idempotency key when the input has one.
- */
-export function throughGateway(route: string, keyOf: (input: never) => string | undefined) {
-  return t.middleware(async ({ ctx, input, next }) => {
-    await ctx.app.gateway.admit({ userId: ctx.userId, route, key: keyOf(input as never) });
-    return next();
-  });
-}

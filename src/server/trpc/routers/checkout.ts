@@ -1,12 +1,7 @@
-import { createOrder } from "~/server/orders/create-order";
-import { createOrderInput } from "~/server/orders/schema";
-import { router, shopperProcedure, throughGateway } from "~/server/trpc/init";
+import { createOrderOperation } from "~/server/orders/create-order";
+import { router } from "../init";
+import { mutationOf } from "../operation";
 
 export const checkoutRouter = router({
-  createOrder: shopperProcedure
-    .input(createOrderInput)
-    .use(throughGateway("order.create", (input: { requestId: string }) => input.requestId))
-    .mutation(({ ctx, input }) =>
-      createOrder(ctx.app.db, ctx.userId, input, { idempotency: ctx.app.idempotency }),
-    ),
+  createOrder: mutationOf(createOrderOperation),
 });

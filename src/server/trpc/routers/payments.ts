@@ -1,14 +1,12 @@
 import { orderIdInput } from "~/server/orders/schema";
-import { createPayment } from "~/server/payments/create-payment";
+import { createPaymentOperation } from "~/server/payments/create-payment";
 import { getPaymentTimeline } from "~/server/payments/queries";
 import { checkOrderPayment } from "~/server/payments/status-query";
-import { router, shopperProcedure, throughGateway } from "~/server/trpc/init";
+import { router, shopperProcedure } from "../init";
+import { mutationOf } from "../operation";
 
 export const paymentsRouter = router({
-  create: shopperProcedure
-    .input(orderIdInput)
-    .use(throughGateway("payment.create", (input: { orderId: string }) => input.orderId))
-    .mutation(({ ctx, input }) => createPayment(ctx.app.db, ctx.userId, input, ctx.app.payments)),
+  create: mutationOf(createPaymentOperation),
   checkStatus: shopperProcedure
     .input(orderIdInput)
     .mutation(({ ctx, input }) => checkOrderPayment(ctx.app.db, ctx.userId, input.orderId, ctx.app.payments)),

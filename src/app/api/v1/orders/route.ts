@@ -1,8 +1,4 @@
-import { restDeps } from "~/server/rest/deps";
-import { postOrder } from "~/server/rest/handlers";
+import { createOrderOperation } from "~/server/orders/create-order";
+import { restRoute } from "~/server/rest/operation";
 
-export const dynamic = "force-dynamic";
-
-export function POST(req: Request) {
-  return postOrder(restDeps(), req);
-}
+export const POST = restRoute(createOrderOperation);

@@ -1,8 +1,4 @@
-import { restDeps } from "~/server/rest/deps";
-import { postPayment } from "~/server/rest/handlers";
+import { createPaymentOperation } from "~/server/payments/create-payment";
+import { restRoute } from "~/server/rest/operation";
 
-export const dynamic = "force-dynamic";
-
-export async function POST(req: Request, { params }: { params: Promise<{ orderId: string }> }) {
-  return postPayment(restDeps(), req, (await params).orderId);
-}
+export const POST = restRoute(createPaymentOperation);

@@ -1,8 +1,4 @@
-import { restDeps } from "~/server/rest/deps";
-import { postRefund } from "~/server/rest/handlers";
+import { createRefundOperation } from "~/server/refunds/create-refund";
+import { restRoute } from "~/server/rest/operation";
 
-export const dynamic = "force-dynamic";
-
-export async function POST(req: Request, { params }: { params: Promise<{ orderId: string }> }) {
-  return postRefund(restDeps(), req, (await params).orderId);
-}
+export const POST = restRoute(createRefundOperation);

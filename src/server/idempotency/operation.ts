@@ -1,0 +1,182 @@
+import type { z } from "zod";
+import type { Db, Tx } from "~/server/db/client";
+import { type DomainErrorCode, unavailableIfTransient } from "~/server/errors";
+import {
+  DEFAULT_IDEMPOTENCY_CONFIG,
+  type IdempotencyConfig,
+  type IdempotentOperation,
+  runIdempotent,
+} from "./idempotency";
+
+/**
+ * One idempotent operation, defined once in its capability folder. The tRPC
+ * procedure and the REST route each mount it in one line (`src/server/trpc/
+ * operation.ts`, `src/server/rest/operation.ts`); the OpenAPI document is made
+ * from the same objects. Nothing here knows about HTTP.
+ */
+export interface Operation<S extends z.ZodType, R, D = unknown, I = z.output<S>> {
+  /** `capability.verb`: the record's biz type, the gateway's route, the log and metric label. */
+  name: string;
+  /** The whole input (what tRPC takes; REST assembles it from path, body and Idempotency-Key). */
+  input: S;
+  key: OperationKey<I>;
+  /** Deterministic business refusals: stored under the key and replayed like a success. */
+  storedErrors: readonly DomainErrorCode[];
+  /** The gateway in front of it: per shopper and operation, and per key (duplicate bursts). */
+  gateway: "per-shopper-and-key" | "off";
+  /** The canonical request: what "the same request" means for the fingerprint. Defaults to the input less the client key. */
+  canonical?: (input: I) => unknown;
+  /**
+   * Work outside this database that must happen before the business transaction (asking the
+   * provider to close a trade). It runs once the key is held, outside any transaction, and must
+   * be idempotent by its own key: a retry after a crash runs it again.
+   */
+  prepare?: (db: Db, input: I, ctx: OperationContext<D>) => Promise<void>;
+  /** The business writes, in the transaction that also stores the answer. */
+  execute: (tx: Tx, input: I, ctx: OperationContext<D>) => Promise<Executed<R>>;
+  /** Work after the commit (telling the provider); best effort, idempotent; never changes the answer. */
+  afterCommit?: (db: Db, result: R, ctx: OperationContext<D>) => Promise<void>;
+  /** How REST exposes it; absent: tRPC only. */
+  rest?: RestBinding<I, R>;
+}
+
+export type OperationKey<I> =
+  /** The client makes a key per intent and sends it in `field`; over REST the Idempotency-Key header fills it. */
+  | { kind: "client"; field: keyof I & string; fromHeader?: (userId: string, headerKey: string) => string }
+  /**
+   * The business key is in the input (`describe` says which) and a unique index decides: over tRPC
+   * there is no record, and execute answers the existing object; over REST the Idempotency-Key adds one.
+   */
+  | { kind: "natural"; describe: string; of: (input: I) => string };
+
+export interface OperationContext<D> {
+  userId: string;
+  deps: D;
+}
+
+export interface Executed<R> {
+  result: R;
+  /** The business object made (or found), kept on the record for operators. */
+  bizId?: string | null;
+  /** The business key found its object already there: the answer is a replay of the business, not of the record. */
+  existed?: boolean;
+}
+
+export interface RestBinding<I, R> {
+  method: "POST";
+  /** OpenAPI-style path, e.g. `/api/v1/orders/{orderId}/refunds`. */
+  path: string;
+  summary: string;
+  /** Path parameters; one that does not parse is a 404 with this code. */
+  params?: z.ZodObject;
+  notFound?: DomainErrorCode;
+  /** The JSON body (documented and validated before the input is assembled). */
+  body?: z.ZodObject;
+  status: 200 | 201;
+  /** The answer body: parsing the result through it fixes the key order, so a replay is byte for byte. */
+  resource: z.ZodType;
+  location?: (result: R, input: I) => string;
+}
+
+export function defineOperation<S extends z.ZodType, R, D = unknown>(
+  op: Operation<S, R, D>,
+): Operation<S, R, D> {
+  return op;
+}
+
+export interface OperationCall<I, D> {
+  userId: string;
+  input: I;
+  deps: D;
+  /** A key from outside the input (REST's Idempotency-Key); a client-key operation reads its own field. */
+  key?: string;
+}
+
+export type OperationAnswer<R> = R & {
+  /** This answer was given before: by the idempotency record, or by the business key. */
+  replayed: boolean;
+  /** When the key is forgotten (only when a record was used). */
+  keyExpiresAt?: Date;
+};
+
+/** The idempotency key of a call: the one given, the client's field, or none (natural key alone). */
+// biome-ignore lint/suspicious/noExplicitAny: any operation, whatever its schema, answer and dependencies
+export type AnyOperation = Operation<any, any, any>;
+
+export function keyOfCall<I>(op: Operation<z.ZodType, unknown, never, I>, call: { input: I; key?: string }) {
+  if (call.key !== undefined) return call.key;
+  return op.key.kind === "client" ? String(call.input[op.key.field]) : undefined;
+}
+
+/** The key the gateway counts duplicates by: the idempotency key, else the natural key. */
+export function gatewayKeyOf<I>(
+  op: Operation<z.ZodType, unknown, never, I>,
+  call: { input: I; key?: string },
+) {
+  return keyOfCall(op, call) ?? (op.key.kind === "natural" ? op.key.of(call.input) : undefined);
+}
+
+/**
+ * Runs an operation once per key: through the idempotency record when there is a key,
+ * else (a natural-key operation called without one) in one transaction whose unique
+ * index decides.
+ */
+export async function runOperation<S extends z.ZodType, R, D, I = z.output<S>>(
+  db: Db,
+  op: Operation<S, R, D, I>,
+  call: OperationCall<I, D>,
+  config: IdempotencyConfig = DEFAULT_IDEMPOTENCY_CONFIG,
+): Promise<OperationAnswer<R>> {
+  const ctx: OperationContext<D> = { userId: call.userId, deps: call.deps };
+  const key = keyOfCall(op as unknown as Operation<z.ZodType, unknown, never, I>, call);
+  let answer: OperationAnswer<R>;
+  if (key === undefined) {
+    if (op.prepare) await op.prepare(db, call.input, ctx);
+    const executed = await transient(() => db.transaction((tx) => op.execute(tx, call.input, ctx)));
+    answer = { ...executed.result, replayed: executed.existed ?? false };
+  } else {
+    const record: IdempotentOperation<Executed<R>> = {
+      scope: call.userId,
+      bizType: op.name,
+      key,
+      request: canonicalRequest(op as unknown as Operation<z.ZodType, unknown, never, I>, call.input),
+      storedErrors: op.storedErrors,
+      execute: async (tx) => {
+        const executed = await op.execute(tx, call.input, ctx);
+        return { result: executed, bizId: executed.bizId ?? null };
+      },
+    };
+    const prepare = op.prepare;
+    if (prepare) record.prepare = () => prepare(db, call.input, ctx);
+    const outcome = await runIdempotent(db, record, config);
+    const { result, existed } = outcome.result;
+    answer = {
+      ...result,
+      replayed: outcome.replayed || (existed ?? false),
+      keyExpiresAt: outcome.keyExpiresAt,
+    };
+  }
+  if (op.afterCommit) await op.afterCommit(db, stripAnswer(answer), ctx).catch(() => undefined);
+  return answer;
+}
+
+function stripAnswer<R>(answer: OperationAnswer<R>): R {
+  const { replayed: _replayed, keyExpiresAt: _expires, ...result } = answer;
+  return result as R;
+}
+
+function canonicalRequest<I>(op: Operation<z.ZodType, unknown, never, I>, input: I): unknown {
+  if (op.canonical) return op.canonical(input);
+  if (op.key.kind !== "client") return input;
+  const { [op.key.field]: _key, ...rest } = input as Record<string, unknown>;
+  return rest;
+}
+
+/** A database that went away while there was no record to release is a retryable 503 too. */
+async function transient<R>(work: () => Promise<R>): Promise<R> {
+  try {
+    return await work();
+  } catch (error) {
+    throw unavailableIfTransient(error);
+  }
+}

@@ -1,0 +1,10 @@
+import { createOrderOperation } from "./orders/create-order";
+import { createPaymentOperation } from "./payments/create-payment";
+import { createRefundOperation } from "./refunds/create-refund";
+
+/**
+ * Every idempotent operation of the app, each defined once in its capability folder.
+ * The OpenAPI document is made from this list, and test/operations.test.ts proves each
+ * is mounted over tRPC and REST and has a concurrency test.
+ */
+export const OPERATIONS = [createOrderOperation, createPaymentOperation, createRefundOperation] as const;
