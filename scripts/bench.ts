@@ -21,7 +21,7 @@ import { seedCatalogue } from "~/server/db/seed";
 import { DEFAULT_IDEMPOTENCY_CONFIG } from "~/server/idempotency";
 import { createOrder } from "~/server/orders/create-order";
 import { createPayment } from "~/server/payments/create-payment";
-import { signBody } from "~/server/provider/contract";
+import { signBody } from "~/shared/provider-contract";
 import { type AppProcess, startAppProcess } from "./lib/app-process";
 import { ensureBuild } from "./lib/build";
 import { CpuMeter, processCpuMs } from "./lib/cpu";

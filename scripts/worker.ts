@@ -6,8 +6,10 @@ import { getEnv } from "~/env";
 import { getAppContext } from "~/server/app-context";
 import { closeDb } from "~/server/db/client";
 import { startEventWorker } from "~/server/jobs";
-import { getLogger } from "~/server/logger";
+import { getLogger } from "~/shared/logger";
+import { assertDriverPatched } from "~/shared/postgres-driver";
 
+assertDriverPatched();
 const env = getEnv();
 if (!env.DATABASE_URL) {
   console.log(

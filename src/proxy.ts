@@ -1,6 +1,5 @@
 import { type NextRequest, NextResponse } from "next/server";
 import { getEnv } from "./env";
-import { ADMIN_UNAUTHORIZED_HTML, adminCookieHeader, isAdminRequest } from "./server/admin-auth";
 import {
   newGuestId,
   SESSION_COOKIE,
@@ -8,6 +7,7 @@ import {
   signSession,
   verifySession,
 } from "./server/session/session";
+import { ADMIN_UNAUTHORIZED_HTML, adminCookieHeader, isAdminRequest } from "./shared/admin-auth";
 
 const ADMIN_PAGES = /^\/(admin|provider\/admin)(\/|$)/;
 

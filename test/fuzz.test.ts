@@ -5,7 +5,6 @@ import type { AppContext } from "~/server/app-context";
 import { createOrderOperation } from "~/server/orders/create-order";
 import { createPaymentOperation } from "~/server/payments/create-payment";
 import { handlePaymentNotification } from "~/server/payments/notify";
-import { signBody } from "~/server/provider/contract";
 import { reconcile } from "~/server/reconciliation/reconcile";
 import { createRefundOperation } from "~/server/refunds/create-refund";
 import { getOrder } from "~/server/rest/handlers";
@@ -13,6 +12,7 @@ import type { RestDeps } from "~/server/rest/http";
 import { handleOperation } from "~/server/rest/operation";
 import { signApiToken, signSession } from "~/server/session/session";
 import { handleTrpcRequest } from "~/server/trpc/http";
+import { signBody } from "~/shared/provider-contract";
 import { testAppContext } from "./support/app-context";
 import { createTestDatabase, type TestDatabase } from "./support/database";
 

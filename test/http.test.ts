@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { signQuery, tradeQueryPath, verifyBodySignature } from "~/server/provider/contract";
+import { signQuery, tradeQueryPath, verifyBodySignature } from "~/shared/provider-contract";
 import {
   type AppServer,
   HttpShopper,

@@ -3,7 +3,6 @@ import { Writable } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { AppContext } from "~/server/app-context";
 import { runIdempotent } from "~/server/idempotency";
-import { createLogger } from "~/server/logger";
 import { alertsFrom, opsFigures } from "~/server/observability/alerts";
 import { renderMetrics } from "~/server/observability/metrics";
 import { createTelemetry, type IdempotencyEvent, MinuteSeries } from "~/server/observability/observer";
@@ -11,7 +10,8 @@ import { withRequestContext } from "~/server/observability/request-context";
 import { createOrder } from "~/server/orders/create-order";
 import { createPayment } from "~/server/payments/create-payment";
 import { handlePaymentNotification } from "~/server/payments/notify";
-import { signBody } from "~/server/provider/contract";
+import { createLogger } from "~/shared/logger";
+import { signBody } from "~/shared/provider-contract";
 import { testAppContext } from "./support/app-context";
 import { createTestDatabase, type TestDatabase } from "./support/database";
 

@@ -2,27 +2,30 @@ import { randomUUID } from "node:crypto";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type AdminActionInput, runAdminAction } from "~/mockpay/server/admin";
+import type { MockPayContext } from "~/mockpay/server/context";
+import { deliverDueNotifications } from "~/mockpay/server/delivery";
+import { answerStatusQuery } from "~/mockpay/server/query-api";
+import { cancelTrade, confirmTrade, openTrade } from "~/mockpay/server/trades";
 import type { AppContext } from "~/server/app-context";
 import { createOrder } from "~/server/orders/create-order";
 import { createPayment } from "~/server/payments/create-payment";
 import { handlePaymentNotification } from "~/server/payments/notify";
 import { syncPaymentStatus, syncStalePayments } from "~/server/payments/status-query";
-import { type AdminActionInput, runAdminAction } from "~/server/provider/admin";
-import { type NotificationBody, payRequestSchema, signBody } from "~/server/provider/contract";
-import { deliverDueNotifications } from "~/server/provider/delivery";
-import { answerStatusQuery } from "~/server/provider/query-api";
-import { cancelTrade, confirmTrade, openTrade } from "~/server/provider/trades";
 import { reconcile } from "~/server/reconciliation/reconcile";
 import { createCaller } from "~/server/trpc/root";
-import { TEST_APP_ID, TEST_WEBHOOK_SECRET, testAppContext } from "./support/app-context";
+import { type NotificationBody, payRequestSchema, signBody } from "~/shared/provider-contract";
+import { TEST_APP_ID, TEST_WEBHOOK_SECRET, testAppContext, testMockPay } from "./support/app-context";
 import { createTestDatabase, type TestDatabase } from "./support/database";
 
 let t: TestDatabase;
 let app: AppContext;
+let mockPay: MockPayContext;
 
 beforeAll(async () => {
   t = await createTestDatabase({ poolSize: 30 });
   app = testAppContext(t.db);
+  mockPay = testMockPay(t.db);
 });
 afterAll(() => t.drop());
 
@@ -65,7 +68,7 @@ function openFromPayUrl(payUrl: string) {
   const { sig, ...request } = payRequestSchema.parse(
     Object.fromEntries(new URL(payUrl, "http://x").searchParams),
   );
-  return openTrade(t.db, request, sig, TEST_WEBHOOK_SECRET);
+  return openTrade(mockPay.db, request, sig, TEST_WEBHOOK_SECRET);
 }
 
 async function state(orderId: string) {
@@ -248,7 +251,7 @@ describe("the mock provider's delivery", () => {
         const url = new URL(req.url ?? "/", "http://x");
         const outTradeNo = decodeURIComponent(url.pathname.split("/").pop() ?? "");
         void answerStatusQuery(
-          t.db,
+          mockPay.db,
           {
             appId: url.searchParams.get("app_id") ?? "",
             outTradeNo,
@@ -308,16 +311,16 @@ describe("the mock provider's delivery", () => {
     const { userId, order, payment } = await openTradeAtProvider();
     if (failures) failFirst.set(payment.outTradeNo, failures);
     const confirmations = await Promise.all([
-      confirmTrade(t.db, TEST_APP_ID, payment.outTradeNo),
-      confirmTrade(t.db, TEST_APP_ID, payment.outTradeNo),
+      confirmTrade(mockPay.db, TEST_APP_ID, payment.outTradeNo),
+      confirmTrade(mockPay.db, TEST_APP_ID, payment.outTradeNo),
     ]);
     expect(new Set(confirmations.map((c) => c.transactionId)).size).toBe(1);
     return { userId, order, payment, trade: confirmations[0] };
   }
 
-  async function deliverUntilSettled(outTradeNo: string, deps = app.provider) {
+  async function deliverUntilSettled(outTradeNo: string, deps = mockPay.delivery) {
     for (let round = 0; round < 50; round++) {
-      await deliverDueNotifications(t.db, deps);
+      await deliverDueNotifications(mockPay.db, deps);
       const [row] = await t.sql`
         SELECT n.status FROM provider_notification n JOIN provider_trade tr ON tr.id = n.trade_id
          WHERE tr.out_trade_no = ${outTradeNo}`;
@@ -361,7 +364,7 @@ describe("the mock provider's delivery", () => {
 
   it("counts a merchant slower than the timeout as failed and tries again", async () => {
     const { order, payment } = await paidTrade({ count: 2, mode: "slow" });
-    const impatient = { ...app.provider, timeoutMs: 150 };
+    const impatient = { ...mockPay.delivery, timeoutMs: 150 };
     expect(await deliverUntilSettled(payment.outTradeNo, impatient)).toBe("DELIVERED");
     const timeouts = await t.sql`
       SELECT a.error FROM provider_delivery_attempt a
@@ -374,7 +377,7 @@ describe("the mock provider's delivery", () => {
 
   it("gives up after the schedule runs out", async () => {
     const { order, payment } = await paidTrade({ count: 100, mode: "error" });
-    const short = { ...app.provider, sendDuplicates: false, schedule: [1, 1] };
+    const short = { ...mockPay.delivery, sendDuplicates: false, schedule: [1, 1] };
     expect(await deliverUntilSettled(payment.outTradeNo, short)).toBe("GAVE_UP");
     expect((await state(order.orderId))?.order_status).toBe("PENDING_PAYMENT");
   });
@@ -382,11 +385,11 @@ describe("the mock provider's delivery", () => {
   it("sends one payment.closed when the shopper cancels, however often", async () => {
     const { payment } = await openTradeAtProvider();
     await Promise.all([
-      cancelTrade(t.db, TEST_APP_ID, payment.outTradeNo),
-      cancelTrade(t.db, TEST_APP_ID, payment.outTradeNo),
+      cancelTrade(mockPay.db, TEST_APP_ID, payment.outTradeNo),
+      cancelTrade(mockPay.db, TEST_APP_ID, payment.outTradeNo),
     ]);
     // Paying a cancelled trade does nothing.
-    expect((await confirmTrade(t.db, TEST_APP_ID, payment.outTradeNo)).status).toBe("CLOSED");
+    expect((await confirmTrade(mockPay.db, TEST_APP_ID, payment.outTradeNo)).status).toBe("CLOSED");
     expect(await deliverUntilSettled(payment.outTradeNo)).toBe("DELIVERED");
     const [row] = await t.sql`SELECT status FROM payment_order WHERE out_trade_no = ${payment.outTradeNo}`;
     expect(row?.status).toBe("CLOSED");
@@ -397,7 +400,7 @@ describe("the mock provider's delivery", () => {
   it("finds a payment whose notifications were all dropped, once, through the status query", async () => {
     const { order, payment } = await paidTrade();
     await t.sql`UPDATE provider_trade SET drop_notifications = true WHERE out_trade_no = ${payment.outTradeNo}`;
-    await deliverDueNotifications(t.db, app.provider);
+    await deliverDueNotifications(mockPay.db, mockPay.delivery);
     expect((await state(order.orderId))?.order_status).toBe("PENDING_PAYMENT");
 
     const results = await Promise.all([
@@ -424,7 +427,7 @@ describe("the mock provider's delivery", () => {
     const { order, payment } = await paidTrade();
     await Promise.all([
       ...Array.from({ length: 5 }, () => syncPaymentStatus(t.db, payment.outTradeNo, queryDeps())),
-      ...Array.from({ length: 5 }, () => deliverDueNotifications(t.db, app.provider)),
+      ...Array.from({ length: 5 }, () => deliverDueNotifications(mockPay.db, mockPay.delivery)),
     ]);
     await deliverUntilSettled(payment.outTradeNo);
     expect(await state(order.orderId)).toMatchObject({
@@ -473,7 +476,13 @@ describe("the mock provider's delivery", () => {
     const { order, payment } = await paidTrade();
     expect(await deliverUntilSettled(payment.outTradeNo)).toBe("DELIVERED");
     const run = (action: AdminActionInput["action"], count = 10) =>
-      runAdminAction(t.db, TEST_APP_ID, payment.outTradeNo, { action, count, delayS: 30 }, app.provider);
+      runAdminAction(
+        mockPay.db,
+        TEST_APP_ID,
+        payment.outTradeNo,
+        { action, count, delayS: 30 },
+        mockPay.delivery,
+      );
 
     const fired = await run("FIRE_CONCURRENT", 10);
     expect(fired.filter((r) => r.ok)).toHaveLength(10);
@@ -506,13 +515,13 @@ describe("the mock provider's delivery", () => {
   it("lets the admin page delay and drop deliveries", async () => {
     const { order, payment } = await paidTrade();
     await runAdminAction(
-      t.db,
+      mockPay.db,
       TEST_APP_ID,
       payment.outTradeNo,
       { action: "DELAY", count: 1, delayS: 600 },
-      app.provider,
+      mockPay.delivery,
     );
-    await deliverDueNotifications(t.db, app.provider);
+    await deliverDueNotifications(mockPay.db, mockPay.delivery);
     const [delayed] = await t.sql`
       SELECT count(*)::int AS n FROM provider_delivery_attempt a
         JOIN provider_notification n ON n.id = a.notification_id
@@ -520,18 +529,18 @@ describe("the mock provider's delivery", () => {
        WHERE tr.out_trade_no = ${payment.outTradeNo}`;
     expect(delayed?.n).toBe(0);
     await runAdminAction(
-      t.db,
+      mockPay.db,
       TEST_APP_ID,
       payment.outTradeNo,
       { action: "DROP_ON", count: 1, delayS: 1 },
-      app.provider,
+      mockPay.delivery,
     );
     const [sent] = await runAdminAction(
-      t.db,
+      mockPay.db,
       TEST_APP_ID,
       payment.outTradeNo,
       { action: "RESEND", count: 1, delayS: 1 },
-      app.provider,
+      mockPay.delivery,
     );
     expect(sent).toMatchObject({ ok: false, httpStatus: null });
     expect((await state(order.orderId))?.order_status).toBe("PENDING_PAYMENT");

@@ -1,17 +1,18 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { runAdminAction } from "~/mockpay/server/admin";
+import type { MockPayContext } from "~/mockpay/server/context";
+import { confirmTrade, openTrade } from "~/mockpay/server/trades";
 import type { AppContext } from "~/server/app-context";
 import { handleConsumeJob } from "~/server/fulfilment/worker";
 import { createOrder } from "~/server/orders/create-order";
 import { createPayment } from "~/server/payments/create-payment";
 import { handlePaymentNotification } from "~/server/payments/notify";
 import { syncStalePayments } from "~/server/payments/status-query";
-import { runAdminAction } from "~/server/provider/admin";
-import { payRequestSchema, signBody } from "~/server/provider/contract";
-import { confirmTrade, openTrade } from "~/server/provider/trades";
 import { reconcile } from "~/server/reconciliation/reconcile";
 import { submitPendingRefunds } from "~/server/refunds/submit";
 import { createCaller } from "~/server/trpc/root";
+import { payRequestSchema, signBody } from "~/shared/provider-contract";
 import { testAppContext } from "./support/app-context";
 import { createTestDatabase, type TestDatabase } from "./support/database";
 import { type LoopbackApp, startLoopbackApp } from "./support/loopback-app";
@@ -20,11 +21,13 @@ import { deliverAll, payThroughProvider } from "./support/scenarios";
 let t: TestDatabase;
 let loop: LoopbackApp;
 let app: AppContext;
+let mockPay: MockPayContext;
 
 beforeAll(async () => {
   t = await createTestDatabase({ poolSize: 30 });
   loop = await startLoopbackApp(testAppContext(t.db));
   app = loop.app;
+  mockPay = loop.mockPay;
 });
 afterAll(async () => {
   await loop.close();
@@ -62,8 +65,8 @@ describe("a late close that overtook the success", () => {
     const { sig, ...request } = payRequestSchema.parse(
       Object.fromEntries(new URL(payment.payUrl, "http://x").searchParams),
     );
-    await openTrade(t.db, request, sig, app.provider.webhookSecret);
-    await confirmTrade(t.db, app.provider.appId, payment.outTradeNo); // MockPay has the money…
+    await openTrade(mockPay.db, request, sig, mockPay.webhookSecret);
+    await confirmTrade(mockPay.db, mockPay.appId, payment.outTradeNo); // MockPay has the money…
     const close = JSON.stringify({
       id: `evt_${randomUUID()}`,
       type: "payment.closed",
@@ -103,19 +106,19 @@ describe("a late close that overtook the success", () => {
 
 describe("refunds", () => {
   it("applies a refund whose notifications were all lost, once, when the status query finds it at MockPay", async () => {
-    const { userId, orderId, amountCents, outTradeNo } = await payThroughProvider(app, [
+    const { userId, orderId, amountCents, outTradeNo } = await payThroughProvider(app, mockPay, [
       { skuId: "SKU-MUG", quantity: 1 },
     ]);
     await runAdminAction(
-      t.db,
-      app.provider.appId,
+      mockPay.db,
+      mockPay.appId,
       outTradeNo,
       { action: "DROP_ON", count: 1, delayS: 1 },
-      app.provider,
+      mockPay.delivery,
     );
     const refundNo = `R-${randomUUID()}`;
     await callerFor(userId).refunds.create({ orderId, refundNo, amountCents });
-    await deliverAll(app);
+    await deliverAll(mockPay);
     expect((await refundsOf(orderId))[0]?.status).toBe("REFUND_PROCESSING");
 
     const runs = await Promise.all(
@@ -132,7 +135,7 @@ describe("refunds", () => {
   });
 
   it("makes one refund from 20 concurrent requests with the same refund_no, and refunds it once", async () => {
-    const { userId, orderId, amountCents } = await payThroughProvider(app, [
+    const { userId, orderId, amountCents } = await payThroughProvider(app, mockPay, [
       { skuId: "SKU-MUG", quantity: 2 },
     ]);
     const refundNo = `R-${randomUUID()}`;
@@ -141,7 +144,7 @@ describe("refunds", () => {
     );
     expect(new Set(answers.map((a) => a.refundNo))).toEqual(new Set([refundNo]));
     expect(answers.filter((a) => !a.replayed)).toHaveLength(1);
-    await deliverAll(app);
+    await deliverAll(mockPay);
     expect(await refundsOf(orderId)).toEqual([
       { refund_no: refundNo, amount_cents: "2500", status: "REFUND_SUCCESS" },
     ]);
@@ -156,7 +159,7 @@ describe("refunds", () => {
   });
 
   it("never refunds more than was paid when different refund_no values race", async () => {
-    const { userId, orderId, amountCents } = await payThroughProvider(app, [
+    const { userId, orderId, amountCents } = await payThroughProvider(app, mockPay, [
       { skuId: "SKU-ESPRESSO", quantity: 2 },
     ]);
     const share = Math.ceil(amountCents * 0.6);
@@ -174,14 +177,14 @@ describe("refunds", () => {
     for (const r of results) {
       if (r.status === "rejected") expect(r.reason).toMatchObject({ code: "PRECONDITION_FAILED" });
     }
-    await deliverAll(app);
+    await deliverAll(mockPay);
     const refunds = await refundsOf(orderId);
     expect(refunds).toHaveLength(1);
     expect(refunds.reduce((sum, r) => sum + Number(r.amount_cents), 0)).toBeLessThanOrEqual(amountCents);
   });
 
   it("refuses bad refunds clearly and writes nothing", async () => {
-    const { userId, orderId, amountCents } = await payThroughProvider(app, [
+    const { userId, orderId, amountCents } = await payThroughProvider(app, mockPay, [
       { skuId: "SKU-MUG", quantity: 1 },
     ]);
     const caller = callerFor(userId);
@@ -214,7 +217,7 @@ describe("refunds", () => {
 
   it("returns stock and reverses benefits once, however often refund.succeeded arrives", async () => {
     const before = await stockOf("SKU-GRINDER");
-    const { userId, orderId, amountCents, outTradeNo } = await payThroughProvider(app, [
+    const { userId, orderId, amountCents, outTradeNo } = await payThroughProvider(app, mockPay, [
       { skuId: "SKU-GRINDER", quantity: 2 },
     ]);
     const paid = await eventId(orderId, "OrderPaid");
@@ -224,18 +227,18 @@ describe("refunds", () => {
 
     const refundNo = `R-${randomUUID()}`;
     await callerFor(userId).refunds.create({ orderId, refundNo, amountCents });
-    await deliverAll(app);
+    await deliverAll(mockPay);
     // The provider's admin fires the refund notification ten more times at once.
     const [refundNotification] = await t.sql`
       SELECT n.id FROM provider_notification n JOIN provider_trade tr ON tr.id = n.trade_id
        WHERE tr.out_trade_no = ${outTradeNo} AND n.type = 'refund.succeeded'`;
     expect(refundNotification).toBeDefined();
     const fired = await runAdminAction(
-      t.db,
-      app.provider.appId,
+      mockPay.db,
+      mockPay.appId,
       outTradeNo,
       { action: "FIRE_CONCURRENT", count: 10, delayS: 1 },
-      app.provider,
+      mockPay.delivery,
     );
     expect(fired.every((r) => r.ok)).toBe(true);
 
@@ -266,7 +269,7 @@ describe("refunds", () => {
     };
     const orders = [];
     for (let n = 0; n < 8; n++) {
-      const paid = await payThroughProvider(app, [{ skuId: "SKU-MUG", quantity: 2 }]);
+      const paid = await payThroughProvider(app, mockPay, [{ skuId: "SKU-MUG", quantity: 2 }]);
       const half = Math.floor(paid.amountCents / 2);
       const refunds = [half, paid.amountCents - half].map((amountCents) => ({
         refundNo: `R-${randomUUID()}`,
@@ -308,7 +311,9 @@ describe("refunds", () => {
   });
 
   it("refunds an order automatically, once, when its stock runs short", async () => {
-    const { orderId, amountCents } = await payThroughProvider(app, [{ skuId: "SKU-KETTLE", quantity: 2 }]);
+    const { orderId, amountCents } = await payThroughProvider(app, mockPay, [
+      { skuId: "SKU-KETTLE", quantity: 2 },
+    ]);
     // Between payment and fulfilment the stock went elsewhere (written off, as stock counts do).
     await t.sql`UPDATE sku SET stock = 1, initial_stock = initial_stock - (stock - 1) WHERE id = 'SKU-KETTLE'`;
     const paid = await eventId(orderId, "OrderPaid");
@@ -319,7 +324,7 @@ describe("refunds", () => {
     );
     expect(outcomes.filter((o) => o === "APPLIED")).toHaveLength(1);
     await Promise.all([submitPendingRefunds(t.db, app.payments), submitPendingRefunds(t.db, app.payments)]);
-    await deliverAll(app);
+    await deliverAll(mockPay);
     expect(await refundsOf(orderId)).toEqual([
       { refund_no: `AUTO-${orderId}`, amount_cents: String(amountCents), status: "REFUND_SUCCESS" },
     ]);
@@ -331,7 +336,9 @@ describe("refunds", () => {
 
 describe("the automatic refund", () => {
   it("refunds what is left when the shopper's own refund is being recorded at that moment", async () => {
-    const { orderId, amountCents } = await payThroughProvider(app, [{ skuId: "SKU-KETTLE", quantity: 1 }]);
+    const { orderId, amountCents } = await payThroughProvider(app, mockPay, [
+      { skuId: "SKU-KETTLE", quantity: 1 },
+    ]);
     // Between payment and fulfilment the last kettles went elsewhere (written off).
     await t.sql`UPDATE sku SET stock = 0, initial_stock = initial_stock - stock WHERE id = 'SKU-KETTLE'`;
     const paid = await eventId(orderId, "OrderPaid");
@@ -359,7 +366,7 @@ describe("the automatic refund", () => {
       String(amountCents - 1000),
     );
     await submitPendingRefunds(t.db, app.payments);
-    await deliverAll(app);
+    await deliverAll(mockPay);
     const [order] = await t.sql`SELECT status FROM orders WHERE id = ${orderId}`;
     expect(order?.status).toBe("REFUNDED");
   });

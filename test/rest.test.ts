@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { MockPayContext } from "~/mockpay/server/context";
 import { deleteExpiredRecords } from "~/server/idempotency";
 import { createOrderOperation } from "~/server/orders/create-order";
 import { createPaymentOperation } from "~/server/payments/create-payment";
@@ -18,11 +19,13 @@ import { deliverAll } from "./support/scenarios";
 let t: TestDatabase;
 let loop: LoopbackApp;
 let deps: RestDeps;
+let mockPay: MockPayContext;
 
 beforeAll(async () => {
   t = await createTestDatabase({ poolSize: 30 });
   loop = await startLoopbackApp(testAppContext(t.db));
   deps = { app: loop.app, tokensEnabled: true, logError: () => {} };
+  mockPay = loop.mockPay;
 });
 afterAll(async () => {
   await loop.close();
@@ -244,14 +247,14 @@ describe("payments, refunds and reads over REST", () => {
     expect(new Set(paid.map((p) => p.outTradeNo)).size).toBe(1);
 
     // Pay at MockPay the way a browser would, and let the notifications arrive.
-    const { payRequestSchema } = await import("~/server/provider/contract");
-    const { openTrade, confirmTrade } = await import("~/server/provider/trades");
+    const { payRequestSchema } = await import("~/shared/provider-contract");
+    const { openTrade, confirmTrade } = await import("~/mockpay/server/trades");
     const { sig, ...payRequest } = payRequestSchema.parse(
       Object.fromEntries(new URL(paid[0].payUrl, "http://x").searchParams),
     );
-    await openTrade(t.db, payRequest, sig, loop.app.provider.webhookSecret);
-    await confirmTrade(t.db, loop.app.provider.appId, paid[0].outTradeNo);
-    await deliverAll(loop.app);
+    await openTrade(mockPay.db, payRequest, sig, loop.mockPay.webhookSecret);
+    await confirmTrade(mockPay.db, loop.mockPay.appId, paid[0].outTradeNo);
+    await deliverAll(mockPay);
 
     const refundKey = randomUUID();
     const refunds = await Promise.all(
@@ -280,7 +283,7 @@ describe("payments, refunds and reads over REST", () => {
       { orderId: order.orderId },
     );
     expect(reused.status).toBe(422);
-    await deliverAll(loop.app);
+    await deliverAll(mockPay);
 
     const read = await getOrder(deps, request(path, { token, method: "GET" }), order.orderId);
     expect(read.status).toBe(200);

@@ -1,8 +1,8 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
 import type { AppContext } from "~/server/app-context";
-import { getLogger } from "~/server/logger";
 import { handleTrpcRequest } from "~/server/trpc/http";
 import { router, shopperProcedure } from "~/server/trpc/init";
+import { getLogger } from "~/shared/logger";
 
 /**
  * Every 500 leaves one log line: an unknown error inside a procedure is logged by

@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
+import { NEXT_BIN } from "./build";
 
 const SERVE_SCRIPT = fileURLToPath(new URL("../serve.ts", import.meta.url));
 
@@ -26,12 +27,16 @@ export async function startAppProcess(options: {
   env: Record<string, string | undefined>;
   /** Keep its output (for error messages) instead of passing it through. */
   capture?: boolean;
+  /** `dev`: Next's development server (`npm run dev`) instead of the production server. */
+  mode?: "serve" | "dev";
   readyTimeoutMs?: number;
 }): Promise<AppProcess> {
-  const child = spawn(process.execPath, SERVE_ARGS, {
+  const dev = options.mode === "dev";
+  const args = dev ? [NEXT_BIN, "dev", "-p", String(options.port), "-H", "127.0.0.1"] : SERVE_ARGS;
+  const child = spawn(process.execPath, args, {
     env: {
       ...process.env,
-      NODE_ENV: "production",
+      NODE_ENV: dev ? "development" : "production",
       NEXT_TELEMETRY_DISABLED: "1",
       ...options.env,
       PORT: String(options.port),

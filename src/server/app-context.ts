@@ -1,12 +1,11 @@
 import { getEnv } from "~/env";
+import { getLogger } from "~/shared/logger";
 import { createDb, type Db } from "./db/client";
 import { createGateway, type Gateway } from "./gateway/gateway";
 import type { IdempotencyConfig } from "./idempotency";
-import { getLogger } from "./logger";
 import { createTelemetry, type Telemetry } from "./observability/observer";
 import type { PaymentDeps } from "./payments/create-payment";
 import type { StatusQueryDeps } from "./payments/status-query";
-import { type DeliveryDeps, RETRY_SCHEDULES } from "./provider/delivery";
 
 /**
  * The composition root of the running app: the one place that turns settings
@@ -21,8 +20,6 @@ export interface AppContext {
   gateway: Gateway;
   telemetry: Telemetry;
   payments: PaymentDeps & StatusQueryDeps & { queryAfterS: number; queryIntervalMs: number };
-  /** The mock provider's own settings (it shares only the webhook secret with the merchant). */
-  provider: DeliveryDeps & { appId: string; pollMs: number };
 }
 
 const globalForApp = globalThis as unknown as { checkoutApp?: AppContext };
@@ -69,14 +66,6 @@ export function getAppContext(): AppContext {
       queryAfterS: env.PAYMENT_QUERY_AFTER_S,
       queryIntervalMs: env.PAYMENT_QUERY_INTERVAL_MS,
       observer: telemetry.observer,
-    },
-    provider: {
-      appId: env.PROVIDER_APP_ID,
-      webhookSecret: env.PROVIDER_WEBHOOK_SECRET,
-      timeScale: env.PROVIDER_TIME_SCALE,
-      sendDuplicates: env.PROVIDER_SEND_DUPLICATES,
-      schedule: RETRY_SCHEDULES[env.PROVIDER_RETRY_SCHEDULE],
-      pollMs: env.PROVIDER_DELIVERY_POLL_MS,
     },
   };
   globalForApp.checkoutApp = app;

@@ -1,3 +1,7 @@
+import { isTransientError } from "~/shared/postgres-driver";
+
+export { isTransientError };
+
 /**
  * Every failure a service can explain. Transport adapters (tRPC, REST) map these
  * codes in exactly one place each; anything that is not a DomainError is an
@@ -67,36 +71,6 @@ export class DomainError extends Error {
 
 export function isDomainError(error: unknown, code?: DomainErrorCode): error is DomainError {
   return error instanceof DomainError && (code === undefined || error.code === code);
-}
-
-const CONNECTION_ERROR_CODES = new Set([
-  "ECONNREFUSED",
-  "ECONNRESET",
-  "ETIMEDOUT",
-  "EPIPE",
-  "ENOTFOUND",
-  "EAI_AGAIN",
-  "CONNECTION_CLOSED",
-  "CONNECTION_ENDED",
-  "CONNECTION_DESTROYED",
-  "CONNECT_TIMEOUT",
-]);
-/** SQLSTATE classes that mean "try again", not "your request is wrong". */
-// serialization failure, deadlock, lock not available, statement timeout, admin shutdown, too many connections
-const TRANSIENT_SQLSTATES = new Set(["40001", "40P01", "55P03", "57014", "57P01", "57P02", "57P03", "53300"]);
-
-/** Database unreachable, connection lost, serialization failure: worth retrying. */
-export function isTransientError(error: unknown): boolean {
-  let current: unknown = error;
-  for (let depth = 0; current && depth < 5; depth++) {
-    const code = (current as { code?: unknown }).code;
-    if (typeof code === "string") {
-      if (CONNECTION_ERROR_CODES.has(code) || TRANSIENT_SQLSTATES.has(code)) return true;
-      if (code.startsWith("08")) return true; // connection exception class
-    }
-    current = (current as { cause?: unknown }).cause;
-  }
-  return false;
 }
 
 /**

@@ -1,13 +1,12 @@
 import { getEnv } from "~/env";
+import { getLogger } from "~/shared/logger";
+import { every } from "~/shared/periodic";
 import { getAppContext } from "./app-context";
 import type { ConsumeHooks } from "./fulfilment/consume";
 import { type RunningWorker, startWorker } from "./fulfilment/worker";
 import { deleteExpiredRecords } from "./idempotency";
-import { getLogger } from "./logger";
 import { alertsFrom, opsFigures } from "./observability/alerts";
 import { syncStalePayments } from "./payments/status-query";
-import { every } from "./periodic";
-import { deliverDueNotifications } from "./provider/delivery";
 
 interface RunningJobs {
   timers: NodeJS.Timeout[];
@@ -17,10 +16,10 @@ interface RunningJobs {
 // On globalThis: the server (scripts/serve.ts) and Next's instrumentation hook load this module separately.
 const globalForJobs = globalThis as unknown as { checkoutJobs?: RunningJobs };
 
-/** Background work of an app instance. Safe to run in every instance at once. */
-export function startBackgroundJobs(): void {
+/** The merchant's background work in an app instance. Safe to run in every instance at once. */
+export function startMerchantJobs(): void {
   if (globalForJobs.checkoutJobs) return;
-  const { db, provider, payments } = getAppContext();
+  const { db, payments } = getAppContext();
   const log = getLogger();
   const timers: NodeJS.Timeout[] = [];
   const cleanupMs = getEnv().IDEMPOTENCY_CLEANUP_INTERVAL_MS;
@@ -33,20 +32,6 @@ export function startBackgroundJobs(): void {
           if (deleted > 0) log.info({ deleted }, "expired idempotency records deleted");
         },
         { name: "idempotency cleanup", log },
-      ),
-    );
-  }
-  // The mock provider's delivery worker: sends due notifications until merchants acknowledge them.
-  if (provider.pollMs > 0) {
-    timers.push(
-      every(
-        provider.pollMs,
-        async () => {
-          while ((await deliverDueNotifications(db, provider)) > 0) {
-            // keep going while there is work
-          }
-        },
-        { name: "provider delivery", log },
       ),
     );
   }
@@ -69,7 +54,7 @@ export function startBackgroundJobs(): void {
 }
 
 /** Stops the timers and lets the event worker finish its running jobs (graceful shutdown). */
-export async function stopBackgroundJobs(): Promise<void> {
+export async function stopMerchantJobs(): Promise<void> {
   const jobs = globalForJobs.checkoutJobs;
   if (!jobs) return;
   globalForJobs.checkoutJobs = undefined;

@@ -1,4 +1,6 @@
 import pino from "pino";
+import type { MockPayContext } from "~/mockpay/server/context";
+import { mockPayDbOver } from "~/mockpay/server/db";
 import type { AppContext } from "~/server/app-context";
 import type { Db } from "~/server/db/client";
 import { createGateway, DEFAULT_GATEWAY_CONFIG } from "~/server/gateway/gateway";
@@ -25,12 +27,16 @@ export function testAppContext(db: Db, baseUrl = "http://127.0.0.1:1"): AppConte
       queryAfterS: 30,
       queryIntervalMs: 0,
     },
-    provider: {
-      appId: TEST_APP_ID,
-      webhookSecret: TEST_WEBHOOK_SECRET,
-      timeScale: 0.001,
-      sendDuplicates: true,
-      pollMs: 0,
-    },
+  };
+}
+
+/** MockPay's dependencies as a test wires them: its own handle over the test's pool, the same secret. */
+export function testMockPay(db: Db): MockPayContext {
+  return {
+    db: mockPayDbOver(db.$client),
+    appId: TEST_APP_ID,
+    webhookSecret: TEST_WEBHOOK_SECRET,
+    delivery: { webhookSecret: TEST_WEBHOOK_SECRET, timeScale: 0.001, sendDuplicates: true },
+    pollMs: 0,
   };
 }

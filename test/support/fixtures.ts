@@ -7,7 +7,7 @@ import { startLoopbackApp } from "./loopback-app";
  * The set-up most integration test files share, as vitest fixtures scoped to the file:
  * a fresh database cloned from the migrated template (`database`), and the app's
  * dependencies wired to it, with merchant and MockPay talking over loopback HTTP
- * (`app`). A test asks for what it uses: `test("…", async ({ app, database }) => …)`.
+ * (`app`, and MockPay's `mockPay`). A test asks for what it uses: `test("…", async ({ app, database }) => …)`.
  */
 export const test = base
   // biome-ignore lint/correctness/noEmptyPattern: vitest reads which fixtures a fixture needs from this pattern
@@ -21,6 +21,7 @@ export const test = base
     onCleanup(() => loopback.close());
     return loopback;
   })
-  .extend("app", { scope: "file" }, async ({ loopback }) => loopback.app);
+  .extend("app", { scope: "file" }, async ({ loopback }) => loopback.app)
+  .extend("mockPay", { scope: "file" }, async ({ loopback }) => loopback.mockPay);
 
 export { describe, expect } from "vitest";

@@ -1,14 +1,18 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
+import type { MockPayContext } from "~/mockpay/server/context";
+import { answerStatusQuery } from "~/mockpay/server/query-api";
+import { processRefundRequest } from "~/mockpay/server/refunds";
 import type { AppContext } from "~/server/app-context";
 import { handlePaymentNotification } from "~/server/payments/notify";
-import { answerStatusQuery } from "~/server/provider/query-api";
-import { processRefundRequest } from "~/server/provider/refunds";
+import { testMockPay } from "./app-context";
 
 export interface LoopbackApp {
   baseUrl: string;
   /** The app context with every URL pointing at this server. */
   app: AppContext;
+  /** MockPay's context (its APIs are served here too). */
+  mockPay: MockPayContext;
   close(): Promise<void>;
 }
 
@@ -17,7 +21,10 @@ export interface LoopbackApp {
  * by the real services on a loopback port: notifications, refunds, status query.
  * Lighter than `next start` for tests that only need the conversation.
  */
-export async function startLoopbackApp(base: AppContext): Promise<LoopbackApp> {
+export async function startLoopbackApp(
+  base: AppContext,
+  mockPay: MockPayContext = testMockPay(base.db),
+): Promise<LoopbackApp> {
   let app = base;
   const server: Server = createServer((req, res) => {
     let body = "";
@@ -42,18 +49,18 @@ export async function startLoopbackApp(base: AppContext): Promise<LoopbackApp> {
           return send(answer.httpStatus, JSON.stringify(answer.body));
         }
         if (req.method === "POST" && url.pathname === "/provider/api/refunds") {
-          const answer = await processRefundRequest(app.db, { body, signature }, app.provider.webhookSecret);
+          const answer = await processRefundRequest(mockPay.db, { body, signature }, mockPay.webhookSecret);
           return send(answer.status, answer.body, answer.signature);
         }
         if (req.method === "GET" && url.pathname.startsWith("/provider/api/trades/")) {
           const answer = await answerStatusQuery(
-            app.db,
+            mockPay.db,
             {
               appId: url.searchParams.get("app_id") ?? "",
               outTradeNo: decodeURIComponent(url.pathname.split("/").pop() ?? ""),
               signature,
             },
-            app.provider.webhookSecret,
+            mockPay.webhookSecret,
           );
           return send(answer.status, answer.body, answer.signature);
         }
@@ -69,6 +76,7 @@ export async function startLoopbackApp(base: AppContext): Promise<LoopbackApp> {
   return {
     baseUrl,
     app,
+    mockPay,
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
 }

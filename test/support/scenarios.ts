@@ -1,12 +1,13 @@
 import { randomUUID } from "node:crypto";
+import type { MockPayContext } from "~/mockpay/server/context";
+import { deliverDueNotifications } from "~/mockpay/server/delivery";
+import { confirmTrade, openTrade } from "~/mockpay/server/trades";
 import type { AppContext } from "~/server/app-context";
 import { createOrder } from "~/server/orders/create-order";
 import type { OrderLine } from "~/server/orders/schema";
 import { createPayment } from "~/server/payments/create-payment";
 import { handlePaymentNotification } from "~/server/payments/notify";
-import { payRequestSchema, signBody } from "~/server/provider/contract";
-import { deliverDueNotifications } from "~/server/provider/delivery";
-import { confirmTrade, openTrade } from "~/server/provider/trades";
+import { payRequestSchema, signBody } from "~/shared/provider-contract";
 
 /** A shopper's order, paid through a signed success notification as the provider would send it. */
 export async function placePaidOrder(app: AppContext, items: OrderLine[]) {
@@ -40,24 +41,24 @@ export async function placePaidOrder(app: AppContext, items: OrderLine[]) {
  * The whole payment conversation over loopback HTTP: pay link, provider trade,
  * confirmation, notifications delivered until acknowledged.
  */
-export async function payThroughProvider(app: AppContext, items: OrderLine[]) {
+export async function payThroughProvider(app: AppContext, mockPay: MockPayContext, items: OrderLine[]) {
   const userId = randomUUID();
   const order = await createOrder(app.db, userId, { requestId: randomUUID(), items });
   const payment = await createPayment(app.db, userId, { orderId: order.orderId }, app.payments);
   const { sig, ...request } = payRequestSchema.parse(
     Object.fromEntries(new URL(payment.payUrl, "http://x").searchParams),
   );
-  await openTrade(app.db, request, sig, app.provider.webhookSecret);
-  await confirmTrade(app.db, app.provider.appId, payment.outTradeNo);
-  await deliverAll(app);
+  await openTrade(mockPay.db, request, sig, mockPay.webhookSecret);
+  await confirmTrade(mockPay.db, mockPay.appId, payment.outTradeNo);
+  await deliverAll(mockPay);
   return { userId, orderId: order.orderId, amountCents: order.amountCents, outTradeNo: payment.outTradeNo };
 }
 
 /** Runs the provider's delivery worker until nothing is due (bounded). */
-export async function deliverAll(app: AppContext, rounds = 30) {
+export async function deliverAll(mockPay: MockPayContext, rounds = 30) {
   for (let round = 0; round < rounds; round++) {
-    const sent = await deliverDueNotifications(app.db, { ...app.provider, sendDuplicates: true });
-    const [due] = await app.db.$client<{ n: number }[]>`
+    const sent = await deliverDueNotifications(mockPay.db, { ...mockPay.delivery, sendDuplicates: true });
+    const [due] = await mockPay.db.$client<{ n: number }[]>`
       SELECT count(*)::int AS n FROM provider_notification WHERE status = 'PENDING' AND next_attempt_at <= now() + interval '1 second'`;
     if (sent === 0 && (due?.n ?? 0) === 0) return;
     await new Promise((resolve) => setTimeout(resolve, 20));

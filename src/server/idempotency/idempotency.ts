@@ -3,6 +3,7 @@ import type postgres from "postgres";
 import { type Db, type HeldConnection, holdConnection, type Tx } from "~/server/db/client";
 import { DomainError, type DomainErrorCode, isDomainError, unavailableIfTransient } from "~/server/errors";
 import type { IdempotencyEvent, IdempotencyOutcome } from "~/server/observability/observer";
+import { pipelined } from "~/shared/postgres-driver";
 import { fingerprint as fingerprintOf } from "./fingerprint";
 
 /**
@@ -349,7 +350,7 @@ type Attempt<T> = IdempotentResult<T> | { failed: unknown };
  * holder's transaction; they poll, with a bounded wait.
  */
 async function executeInTransaction<T>(
-  conn: HeldConnection,
+  conn: HeldConnection<Tx>,
   lease: Lease,
   op: IdempotentOperation<T>,
   { begun }: { begun: boolean },
@@ -405,17 +406,6 @@ async function failUnderLease<T>(
   }
   await release(sql, lease);
   throw unavailableIfTransient(error);
-}
-
-/**
- * Statements issued together on one connection go out in one write; this waits
- * for all of them (so none is still running afterwards) and throws the first failure.
- */
-async function pipelined<R extends unknown[]>(statements: { [K in keyof R]: PromiseLike<R[K]> }): Promise<R> {
-  const settled = await Promise.allSettled(statements.map((s) => Promise.resolve(s)));
-  const failed = settled.find((s) => s.status === "rejected");
-  if (failed) throw failed.reason;
-  return settled.map((s) => (s as PromiseFulfilledResult<unknown>).value) as R;
 }
 
 function replay<T>(outcome: StoredOutcome): IdempotentResult<T> {

@@ -5,7 +5,7 @@ import { orders, paymentOrder } from "~/server/db/schema";
 import { DomainError } from "~/server/errors";
 import { defineOperation, type OperationContext, runOperation } from "~/server/idempotency";
 import { orderIdInput, orderIdParams } from "~/server/orders/schema";
-import { type PayRequest, signPayRequest } from "~/server/provider/contract";
+import { type PayRequest, signPayRequest } from "~/shared/provider-contract";
 import { paymentResource } from "./schema";
 
 export interface PaymentDeps {

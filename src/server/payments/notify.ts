@@ -14,7 +14,7 @@ import {
   type NotificationBody,
   notificationBodySchema,
   verifyBodySignature,
-} from "~/server/provider/contract";
+} from "~/shared/provider-contract";
 
 export interface NotifyDeps {
   webhookSecret: string;

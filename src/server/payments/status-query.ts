@@ -11,7 +11,7 @@ import {
   tradeQueryPath,
   tradeStatusSchema,
   verifyBodySignature,
-} from "~/server/provider/contract";
+} from "~/shared/provider-contract";
 import { applyProviderFact, type NotifyDeps, recordReceived } from "./notify";
 
 export interface StatusQueryDeps extends NotifyDeps {

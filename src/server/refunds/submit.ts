@@ -7,7 +7,7 @@ import {
   SIGNATURE_HEADER,
   signBody,
   verifyBodySignature,
-} from "~/server/provider/contract";
+} from "~/shared/provider-contract";
 
 export interface RefundDeps {
   appId: string;

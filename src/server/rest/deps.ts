@@ -1,6 +1,6 @@
 import { getEnv } from "~/env";
 import { getAppContext } from "~/server/app-context";
-import { getLogger } from "~/server/logger";
+import { getLogger } from "~/shared/logger";
 import type { RestDeps } from "./http";
 
 /** The running app's REST dependencies (route handlers call this). */

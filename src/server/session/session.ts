@@ -61,11 +61,4 @@ export function verifyApiToken(token: string | undefined | null, secret: string)
 }
 
 /** Reads one cookie from a Cookie header without pulling in a parser for one value. */
-export function readCookie(header: string | null | undefined, name: string): string | undefined {
-  if (!header) return undefined;
-  for (const part of header.split(";")) {
-    const eq = part.indexOf("=");
-    if (eq > 0 && part.slice(0, eq).trim() === name) return part.slice(eq + 1).trim();
-  }
-  return undefined;
-}
+export { readCookie } from "~/shared/cookies";

@@ -2,7 +2,7 @@ import type { AnyTRPCRouter } from "@trpc/server";
 import { fetchRequestHandler } from "@trpc/server/adapters/fetch";
 import type { AppContext } from "~/server/app-context";
 import { DomainError } from "~/server/errors";
-import { getLogger } from "~/server/logger";
+import { getLogger } from "~/shared/logger";
 import { createTrpcContext } from "./context";
 import { wasLogged } from "./init";
 import { appRouter } from "./root";

@@ -2,8 +2,8 @@ import { initTRPC, TRPCError } from "@trpc/server";
 import superjson from "superjson";
 import { ZodError, z } from "zod";
 import { DomainError, type DomainErrorCode, unavailableIfTransient } from "~/server/errors";
-import { getLogger } from "~/server/logger";
 import { withRequestContext } from "~/server/observability/request-context";
+import { getLogger } from "~/shared/logger";
 import type { TrpcContext } from "./context";
 
 type TrpcCode = TRPCError["code"];

@@ -1,9 +1,7 @@
 import { getEnv } from "~/env";
-import { isAdminRequest } from "~/server/admin-auth";
 import { getAppContext } from "~/server/app-context";
 import { renderMetrics } from "~/server/observability/metrics";
-
-export const dynamic = "force-dynamic";
+import { isAdminRequest } from "~/shared/admin-auth";
 
 /** Prometheus metrics; needs the admin token (Authorization: Bearer …). */
 export async function GET(req: Request) {

@@ -2,8 +2,8 @@ import { orderIdInput } from "~/server/orders/schema";
 import { createPaymentOperation } from "~/server/payments/create-payment";
 import { getPaymentTimeline } from "~/server/payments/queries";
 import { checkOrderPayment } from "~/server/payments/status-query";
-import { router, shopperProcedure } from "../init";
-import { mutationOf } from "../operation";
+import { router, shopperProcedure } from "~/server/trpc/init";
+import { mutationOf } from "~/server/trpc/operation";
 
 export const paymentsRouter = router({
   create: mutationOf(createPaymentOperation),

@@ -1,8 +1,8 @@
 import { orderIdInput } from "~/server/orders/schema";
 import { createRefundOperation } from "~/server/refunds/create-refund";
 import { listRefunds } from "~/server/refunds/queries";
-import { router, shopperProcedure } from "../init";
-import { mutationOf } from "../operation";
+import { router, shopperProcedure } from "~/server/trpc/init";
+import { mutationOf } from "~/server/trpc/operation";
 
 export const refundsRouter = router({
   create: mutationOf(createRefundOperation),

@@ -1,10 +1,8 @@
 import { getAppContext } from "~/server/app-context";
-import { getLogger } from "~/server/logger";
 import { withRequestContext } from "~/server/observability/request-context";
 import { handlePaymentNotification } from "~/server/payments/notify";
-import { DELIVERY_ID_HEADER, SIGNATURE_HEADER } from "~/server/provider/contract";
-
-export const dynamic = "force-dynamic";
+import { getLogger } from "~/shared/logger";
+import { DELIVERY_ID_HEADER, SIGNATURE_HEADER } from "~/shared/provider-contract";
 
 const MAX_BODY_BYTES = 64 * 1024;
 

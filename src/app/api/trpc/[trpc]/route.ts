@@ -1,8 +1,6 @@
 import { getAppContext } from "~/server/app-context";
 import { handleTrpcRequest } from "~/server/trpc/http";
 
-export const dynamic = "force-dynamic";
-
 function handler(req: Request) {
   return handleTrpcRequest(getAppContext(), req);
 }

@@ -1,7 +1,5 @@
 import { openApiDocument } from "~/server/rest/openapi";
 
-export const dynamic = "force-static";
-
 export function GET() {
   return Response.json(openApiDocument());
 }

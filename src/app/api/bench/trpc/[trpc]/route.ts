@@ -3,8 +3,6 @@ import { getAppContext } from "~/server/app-context";
 import { handleTrpcRequest } from "~/server/trpc/http";
 import { benchRouter } from "~/server/trpc/routers/bench";
 
-export const dynamic = "force-dynamic";
-
 /** The benchmark's unprotected baseline (scripts/bench.ts). 404 unless BENCH_ROUTES=true. */
 function handler(req: Request) {
   if (!getEnv().BENCH_ROUTES) return new Response("not found", { status: 404 });

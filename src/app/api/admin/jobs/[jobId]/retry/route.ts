@@ -1,9 +1,7 @@
 import { getEnv } from "~/env";
 import { retryJob } from "~/server/admin/overview";
-import { isAdminRequest } from "~/server/admin-auth";
 import { getAppContext } from "~/server/app-context";
-
-export const dynamic = "force-dynamic";
+import { isAdminRequest } from "~/shared/admin-auth";
 
 /** The operations page's "Retry" button for a dead letter. */
 export async function POST(req: Request, { params }: { params: Promise<{ jobId: string }> }) {

@@ -1,0 +1,218 @@
+import { AutoRefresh } from "~/client/components/auto-refresh";
+import { formatMoney } from "~/client/money";
+import { operationsOverview } from "~/server/admin/overview";
+import { getAppContext } from "~/server/app-context";
+import { Charts } from "./charts";
+
+export const dynamic = "force-dynamic";
+
+const time = (d: Date | null | undefined) => (d ? d.toISOString().slice(11, 19) : "—");
+const short = (id: string) => id.slice(0, 8);
+
+/** The merchant's operations page: state, deliveries, dead letters, and whether the books balance. */
+export default async function AdminPage({ searchParams }: { searchParams: Promise<{ message?: string }> }) {
+  const { message } = await searchParams;
+  const o = await operationsOverview(getAppContext().db);
+  const r = o.reconciliation;
+  return (
+    <section aria-labelledby="ops-heading" className="ops">
+      <h2 id="ops-heading">Operations</h2>
+      {message && (
+        <p role="status" className="notice">
+          {message}
+        </p>
+      )}
+      <AutoRefresh active intervalMs={3000} />
+
+      {o.alerts.length > 0 && (
+        <section aria-labelledby="alerts-heading" className="recon bad">
+          <h3 id="alerts-heading">Alerts</h3>
+          <ul>
+            {o.alerts.map((alert) => (
+              <li key={alert.name} data-testid="alert">
+                <strong>{alert.title}</strong>: {alert.detail}
+              </li>
+            ))}
+          </ul>
+        </section>
+      )}
+
+      <h3>Last 15 minutes (this instance)</h3>
+      <Charts series={getAppContext().telemetry.series} />
+
+      <section aria-labelledby="recon-heading" className={r.ok ? "recon ok" : "recon bad"}>
+        <h3 id="recon-heading">Reconciliation</h3>
+        <p data-testid="reconciliation-status">
+          {r.ok
+            ? "No violation"
+            : `${r.invariants.filter((i) => i.violations.length).length} invariant(s) broken`}{" "}
+          · checked {time(r.checkedAt)}
+        </p>
+        <ul>
+          {r.invariants.map((invariant) => (
+            <li key={invariant.name} className={invariant.violations.length ? "failed" : ""}>
+              {invariant.violations.length ? "✗" : "✓"} {invariant.description}
+              {invariant.violations.map((v) => (
+                <details key={v.message} open>
+                  <summary>{v.message}</summary>
+                  <pre>{v.rows.map((row) => JSON.stringify(row)).join("\n")}</pre>
+                </details>
+              ))}
+            </li>
+          ))}
+        </ul>
+      </section>
+
+      <h3>Dead letters</h3>
+      {o.deadLetters.length === 0 ? (
+        <p>None.</p>
+      ) : (
+        <table>
+          <tbody>
+            {o.deadLetters.map((job) => (
+              <tr key={job.id} className="failed" data-testid="dead-letter">
+                <td>{job.key}</td>
+                <td>
+                  {job.attempts}/{job.max_attempts}
+                </td>
+                <td>{job.last_error?.slice(0, 120)}</td>
+                <td>
+                  <form method="post" action={`/api/admin/jobs/${job.id}/retry`}>
+                    <button type="submit">Retry</button>
+                  </form>
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+      {o.failingJobs.length > 0 && (
+        <p className="muted small">
+          {o.failingJobs.length} job(s) failing and being retried with backoff:{" "}
+          {o.failingJobs.map((j) => `${j.key} (${j.attempts})`).join(", ")}
+        </p>
+      )}
+
+      <h3>Outbox events and their consumers</h3>
+      <table>
+        <thead>
+          <tr>
+            <th scope="col">Created</th>
+            <th scope="col">Event</th>
+            <th scope="col">Order</th>
+            <th scope="col">Relayed</th>
+            <th scope="col">Consumed by</th>
+          </tr>
+        </thead>
+        <tbody>
+          {o.events.map(({ event, consumed }) => (
+            <tr key={event.id}>
+              <td>{time(event.createdAt)}</td>
+              <td>{event.eventType}</td>
+              <td>
+                <code>{short(event.aggregateId)}</code>
+              </td>
+              <td>{time(event.publishedAt)}</td>
+              <td>{consumed.map((c) => `${c.consumerName}: ${c.result ?? c.status}`).join(", ") || "—"}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+
+      <h3>Orders</h3>
+      <table>
+        <tbody>
+          {o.orders.map((order) => (
+            <tr key={order.id}>
+              <td>
+                <code>{short(order.id)}</code>
+              </td>
+              <td>{order.status}</td>
+              <td>{formatMoney(order.amountCents, order.currency)}</td>
+              <td>{time(order.createdAt)}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+
+      <h3>Payments and refunds</h3>
+      <table>
+        <tbody>
+          {o.payments.map((p) => (
+            <tr key={p.id}>
+              <td>
+                <code>{p.outTradeNo}</code>
+              </td>
+              <td>{p.status}</td>
+              <td>{formatMoney(p.amountCents, p.currency)}</td>
+              <td>{p.transactionId ?? "—"}</td>
+            </tr>
+          ))}
+          {o.refunds.map((refund) => (
+            <tr key={refund.id}>
+              <td>
+                refund <code>{refund.refundNo}</code>
+              </td>
+              <td>{refund.status}</td>
+              <td>{formatMoney(refund.amountCents, refund.currency)}</td>
+              <td>{refund.reason}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+
+      <h3>Idempotency records</h3>
+      <table>
+        <tbody>
+          {o.idempotencyRecords.map((rec) => (
+            <tr key={rec.id}>
+              <td>{rec.bizType}</td>
+              <td>
+                <code>{rec.idempotencyKey}</code>
+              </td>
+              <td>{rec.status}</td>
+              <td>lease v{rec.leaseVersion}</td>
+              <td>expires {rec.expiresAt.toISOString().slice(0, 16).replace("T", " ")}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+
+      <h3>Payment notifications received, by outcome</h3>
+      <table>
+        <tbody>
+          {o.notifications.totals.map((row) => (
+            <tr key={row.outcome}>
+              <th scope="row">{row.outcome}</th>
+              <td data-testid={`outcome-${row.outcome}`}>{row.count}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+      <h3>Refused notifications and alerts</h3>
+      {o.notifications.issues.length === 0 ? (
+        <p>None.</p>
+      ) : (
+        <table>
+          <tbody>
+            {o.notifications.issues.map((n) => (
+              <tr key={n.id} className={n.alert ? "failed" : ""} data-testid="notification-issue">
+                <td>{time(n.receivedAt)}</td>
+                <td>
+                  <code>{n.outTradeNo ?? "—"}</code>
+                </td>
+                <td>{n.type ?? "—"}</td>
+                <td>
+                  {n.outcome}
+                  {n.alert && <strong className="alert"> · alert</strong>}
+                </td>
+                <td>{n.httpStatus}</td>
+                <td>{n.detail}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+    </section>
+  );
+}

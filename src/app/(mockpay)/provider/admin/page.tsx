@@ -1,0 +1,3 @@
+export { default } from "~/mockpay/pages/admin-page";
+
+export const dynamic = "force-dynamic";

@@ -1,0 +1,3 @@
+import { adminTradeRoute } from "~/mockpay/routes";
+
+export const POST = adminTradeRoute;

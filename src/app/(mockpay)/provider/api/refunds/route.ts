@@ -1,0 +1,3 @@
+import { refundsRoute } from "~/mockpay/routes";
+
+export const POST = refundsRoute;

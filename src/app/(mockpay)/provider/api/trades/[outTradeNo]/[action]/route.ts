@@ -1,0 +1,3 @@
+import { tradeActionRoute } from "~/mockpay/routes";
+
+export const POST = tradeActionRoute;

@@ -1,0 +1,3 @@
+import { tradeStatusRoute } from "~/mockpay/routes";
+
+export const GET = tradeStatusRoute;

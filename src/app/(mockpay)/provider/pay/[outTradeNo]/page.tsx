@@ -1,0 +1,3 @@
+export { default } from "~/mockpay/pages/pay-page";
+
+export const dynamic = "force-dynamic";

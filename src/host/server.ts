@@ -1,0 +1,83 @@
+/**
+ * The production server: one Node HTTP server hosting both parties (the merchant and
+ * MockPay). `npm start` runs it (scripts/serve.ts) once the database is ready; tests,
+ * the benchmark and the chaos run start it too.
+ *
+ * Route handlers under DIRECT_PREFIXES are called straight from the route table
+ * beside this file (./route-table.ts); pages, assets and everything else go to Next's
+ * request handler. What that saves is Next's per-request pipeline, about 3.5 ms of CPU
+ * per API call, more than the whole idempotent order transaction. The rules that make
+ * it safe are enforced, not just written:
+ * - direct-served route files use only Web `Request`/`Response`: Biome bans `next/*`
+ *   imports under src/app/api and src/app/(mockpay)/provider/api (biome.json);
+ * - the proxy (src/proxy.ts) never runs for those prefixes, and its matcher agrees with
+ *   DIRECT_PREFIXES (test/production-server.test.ts);
+ * - route segment config (`dynamic`, `revalidate`, …) would be ignored here, so a direct
+ *   route file may not export any (same test);
+ * - `npm run dev` serves the same files through Next alone (smoke test in the same file).
+ *
+ * Two copies of the server modules: this process imports the route files' TypeScript
+ * through tsx, and Next's bundle (pages, the instrumentation hook) holds its own copy of
+ * the same modules. That is why the app's and MockPay's contexts and the background jobs
+ * are kept on `globalThis` (one pool, one set of jobs per process), and why DomainError is
+ * recognised by a Symbol brand rather than by its prototype. Background jobs start in one
+ * place: the instrumentation hook (src/host/jobs.ts), which Next runs in this process too.
+ *
+ * SIGTERM / SIGINT: stop accepting, finish what is running, stop the jobs, close the
+ * pools, exit 0.
+ */
+import { createServer } from "node:http";
+import path from "node:path";
+import next from "next";
+import { getEnv } from "~/env";
+import { getMockPayContext } from "~/mockpay/server/context";
+import { getAppContext } from "~/server/app-context";
+import { closeDb } from "~/server/db/client";
+import { getLogger } from "~/shared/logger";
+import { assertDriverPatched } from "~/shared/postgres-driver";
+import { stopBackgroundJobs } from "./jobs";
+import { loadRouteHandlers } from "./route-table";
+
+assertDriverPatched();
+const env = getEnv();
+const host = env.HOST;
+const log = getLogger();
+
+// Created here first, so the route handlers and Next's pages share one context (and one pool) per party.
+const app = getAppContext();
+const mockPay = getMockPayContext();
+const routes = await loadRouteHandlers(path.resolve("src/app"));
+const nextApp = next({ dev: false, dir: process.cwd(), hostname: host, port: env.PORT });
+await nextApp.prepare();
+const handleWithNext = nextApp.getRequestHandler();
+
+const server = createServer((req, res) => {
+  const served = routes.serve(req, res, (err) =>
+    log.error({ err, method: req.method, url: req.url }, "unhandled error in route handler"),
+  );
+  if (!served) void handleWithNext(req, res);
+});
+// Longer than a typical load balancer's idle timeout, so it closes idle connections first.
+server.keepAliveTimeout = 65_000;
+server.listen(env.PORT, host, () => {
+  log.info({ port: env.PORT, routes: routes.routes.length }, "serving");
+});
+
+let stopping = false;
+async function shutdown(signal: string) {
+  if (stopping) return;
+  stopping = true;
+  log.info({ signal }, "stopping");
+  const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+  server.closeIdleConnections();
+  const force = setTimeout(() => server.closeAllConnections(), 10_000);
+  force.unref();
+  await closed;
+  await stopBackgroundJobs();
+  await nextApp.close().catch(() => {});
+  await closeDb(app.db).catch(() => {});
+  await mockPay.db.$client.end({ timeout: 5 }).catch(() => {});
+  process.exit(0);
+}
+process.on("SIGTERM", () => void shutdown("SIGTERM"));
+process.on("SIGINT", () => void shutdown("SIGINT"));

@@ -1,0 +1,183 @@
+import { randomUUID } from "node:crypto";
+import { eq, sql } from "drizzle-orm";
+import {
+  DELIVERY_ID_HEADER,
+  type NotificationBody,
+  SIGNATURE_HEADER,
+  signBody,
+} from "~/shared/provider-contract";
+import type { MockPayDb } from "./db";
+import { providerDeliveryAttempt, providerNotification, providerTrade } from "./schema";
+import type { ProviderTrade } from "./trades";
+
+/** WeChat Pay's published schedule (seconds after each failed attempt), about 24 h in all. */
+export const WECHAT_SCHEDULE_S = [
+  15, 15, 30, 180, 600, 1200, 1800, 1800, 1800, 3600, 10800, 10800, 10800, 21600, 21600,
+];
+/** Alipay's: 4 min, 10 min, 10 min, 1 h, 2 h, 6 h, 15 h. */
+export const ALIPAY_SCHEDULE_S = [240, 600, 600, 3600, 7200, 21600, 54000];
+export const RETRY_SCHEDULES = { wechat: WECHAT_SCHEDULE_S, alipay: ALIPAY_SCHEDULE_S } as const;
+export const RETRY_SCHEDULE_S = WECHAT_SCHEDULE_S;
+
+/** What a real merchant endpoint gets: a provider gives up on it after 5 s. */
+export const MERCHANT_TIMEOUT_MS = 5_000;
+
+export interface DeliveryDeps {
+  webhookSecret: string;
+  /** 1 = real time; 0.01 turns the first 15 s retry into 150 ms. */
+  timeScale: number;
+  /** Two copies at once on the first attempt and one more after success, as real providers do. */
+  sendDuplicates: boolean;
+  timeoutMs?: number;
+  fetchFn?: typeof fetch;
+  schedule?: readonly number[];
+}
+
+export type DeliveryFault = "TAMPERED_SIGNATURE" | "WRONG_AMOUNT" | "STALE_TIMESTAMP";
+
+export interface DeliveryResult {
+  deliveryId: string;
+  ok: boolean;
+  httpStatus: number | null;
+  latencyMs: number;
+}
+
+type Notification = typeof providerNotification.$inferSelect;
+
+/**
+ * Sends every notification that is due. Several workers (or app instances) can
+ * run this at once: each notification is claimed with SKIP LOCKED and its next
+ * attempt pushed out before it is sent.
+ */
+export async function deliverDueNotifications(
+  db: MockPayDb,
+  deps: DeliveryDeps,
+  limit = 10,
+): Promise<number> {
+  const claimed = await db.execute<{ id: string; attempts: number }>(sql`
+    UPDATE provider_notification
+       SET attempts = attempts + 1, next_attempt_at = now() + interval '60 seconds'
+     WHERE id IN (SELECT id FROM provider_notification
+                   WHERE status = 'PENDING' AND next_attempt_at <= now()
+                   ORDER BY next_attempt_at
+                   LIMIT ${limit}
+                   FOR UPDATE SKIP LOCKED)
+    RETURNING id, attempts`);
+  await Promise.all(claimed.map((row) => deliverOne(db, row.id, row.attempts, deps)));
+  return claimed.length;
+}
+
+async function deliverOne(db: MockPayDb, notificationId: string, attemptNo: number, deps: DeliveryDeps) {
+  const { notification, trade } = await loadNotification(db, notificationId);
+  const copies = attemptNo === 1 && deps.sendDuplicates ? 2 : 1;
+  const results = await Promise.all(
+    Array.from({ length: copies }, (_, i) =>
+      sendNotification(
+        db,
+        notification,
+        trade,
+        { attemptNo, kind: i === 0 ? "SCHEDULED" : "DUPLICATE" },
+        deps,
+      ),
+    ),
+  );
+  if (results.some((r) => r.ok)) {
+    await db
+      .update(providerNotification)
+      .set({ status: "DELIVERED", deliveredAt: sql`now()` })
+      .where(
+        sql`${providerNotification.id} = ${notificationId} AND ${providerNotification.status} = 'PENDING'`,
+      );
+    if (deps.sendDuplicates) {
+      await sendNotification(db, notification, trade, { attemptNo, kind: "DUPLICATE_AFTER_SUCCESS" }, deps);
+    }
+    return;
+  }
+  const delayS = (deps.schedule ?? RETRY_SCHEDULE_S)[attemptNo - 1];
+  await db
+    .update(providerNotification)
+    .set(
+      delayS === undefined
+        ? { status: "GAVE_UP" }
+        : { nextAttemptAt: sql`now() + ${delayS * deps.timeScale * 1000} * interval '1 millisecond'` },
+    )
+    .where(
+      sql`${providerNotification.id} = ${notificationId} AND ${providerNotification.status} = 'PENDING'`,
+    );
+}
+
+export async function loadNotification(db: MockPayDb, notificationId: string) {
+  const [row] = await db
+    .select({ notification: providerNotification, trade: providerTrade })
+    .from(providerNotification)
+    .innerJoin(providerTrade, eq(providerTrade.id, providerNotification.tradeId))
+    .where(eq(providerNotification.id, notificationId));
+  if (!row) throw new Error(`no notification ${notificationId}`);
+  return row;
+}
+
+/** One HTTP delivery with its own delivery id, recorded with its answer and latency. */
+export async function sendNotification(
+  db: MockPayDb,
+  notification: Notification,
+  trade: ProviderTrade,
+  options: { attemptNo: number; kind: string; fault?: DeliveryFault; body?: NotificationBody },
+  deps: DeliveryDeps,
+): Promise<DeliveryResult> {
+  const deliveryId = randomUUID();
+  const started = Date.now();
+  const record = async (
+    result: Omit<DeliveryResult, "deliveryId" | "latencyMs">,
+    extra: { responseBody?: string; error?: string },
+  ) => {
+    const latencyMs = Date.now() - started;
+    await db.insert(providerDeliveryAttempt).values({
+      id: deliveryId,
+      notificationId: notification.id,
+      attemptNo: options.attemptNo,
+      kind: options.fault ?? options.kind,
+      latencyMs,
+      httpStatus: result.httpStatus,
+      responseBody: extra.responseBody?.slice(0, 500) ?? null,
+      error: extra.error?.slice(0, 500) ?? null,
+      ok: result.ok,
+    });
+    return { deliveryId, latencyMs, ...result };
+  };
+
+  if (trade.dropNotifications)
+    return record({ ok: false, httpStatus: null }, { error: "dropped (fault injection)" });
+
+  const body: NotificationBody = { ...(options.body ?? (notification.body as NotificationBody)) };
+  if (options.fault === "WRONG_AMOUNT") body.amount_cents += 1;
+  const raw = JSON.stringify(body);
+  const nowS = Math.floor(Date.now() / 1000);
+  let signature = signBody(deps.webhookSecret, raw, options.fault === "STALE_TIMESTAMP" ? nowS - 3600 : nowS);
+  if (options.fault === "TAMPERED_SIGNATURE")
+    signature = signature.replace(/.$/, (c) => (c === "0" ? "1" : "0"));
+
+  try {
+    const response = await (deps.fetchFn ?? fetch)(trade.notifyUrl, {
+      method: "POST",
+      headers: {
+        "content-type": "application/json",
+        [SIGNATURE_HEADER]: signature,
+        [DELIVERY_ID_HEADER]: deliveryId,
+      },
+      body: raw,
+      signal: AbortSignal.timeout(deps.timeoutMs ?? MERCHANT_TIMEOUT_MS),
+    });
+    const text = await response.text();
+    let acknowledged = false;
+    try {
+      acknowledged = response.status === 200 && (JSON.parse(text) as { code?: unknown }).code === "SUCCESS";
+    } catch {
+      acknowledged = false;
+    }
+    return record({ ok: acknowledged, httpStatus: response.status }, { responseBody: text });
+  } catch (error) {
+    const message =
+      error instanceof Error && error.name === "TimeoutError" ? "merchant timed out" : String(error);
+    return record({ ok: false, httpStatus: null }, { error: message });
+  }
+}

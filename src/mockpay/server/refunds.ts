@@ -1,0 +1,87 @@
+import { and, eq, sql } from "drizzle-orm";
+import {
+  type RefundAnswer,
+  refundRequestSchema,
+  signBody,
+  verifyBodySignature,
+} from "~/shared/provider-contract";
+import type { MockPayDb } from "./db";
+import { providerRefund, providerTrade } from "./schema";
+import { queueNotification } from "./trades";
+
+export interface SignedAnswer {
+  status: number;
+  body: string;
+  signature: string | null;
+}
+
+/**
+ * MockPay's refund API. Idempotent by (trade, refund_no): the same request
+ * again is accepted again and refunds nothing more. Refunds of one trade never
+ * exceed what was paid. An accepted refund succeeds at once and is announced
+ * with a `refund.succeeded` notification, delivered like the others.
+ */
+export async function processRefundRequest(
+  db: MockPayDb,
+  raw: { body: string; signature: string | null },
+  secret: string,
+  nowS = Math.floor(Date.now() / 1000),
+): Promise<SignedAnswer> {
+  const check = verifyBodySignature(secret, raw.body, raw.signature, nowS, 300);
+  if (check !== "OK")
+    return { status: 401, body: JSON.stringify({ message: `signature: ${check}` }), signature: null };
+  let parsed: ReturnType<typeof refundRequestSchema.safeParse>;
+  try {
+    parsed = refundRequestSchema.safeParse(JSON.parse(raw.body));
+  } catch {
+    return { status: 400, body: JSON.stringify({ message: "body is not JSON" }), signature: null };
+  }
+  if (!parsed.success)
+    return { status: 400, body: JSON.stringify({ message: "malformed refund" }), signature: null };
+  const request = parsed.data;
+
+  const answer = await db.transaction(async (tx): Promise<RefundAnswer> => {
+    const reject = (reason: string): RefundAnswer => ({
+      refund_no: request.refund_no,
+      status: "REJECTED",
+      reason,
+    });
+    const [trade] = await tx
+      .select()
+      .from(providerTrade)
+      .where(and(eq(providerTrade.appId, request.app_id), eq(providerTrade.outTradeNo, request.out_trade_no)))
+      // Refunds of one trade take turns: the sum check below cannot be raced.
+      .for("update");
+    if (!trade) return reject("unknown trade");
+    if (trade.status !== "PAID") return reject(`trade is ${trade.status}`);
+    if (request.currency !== trade.currency) return reject("currency differs from the trade's");
+    const [existing] = await tx
+      .select()
+      .from(providerRefund)
+      .where(and(eq(providerRefund.tradeId, trade.id), eq(providerRefund.refundNo, request.refund_no)));
+    if (existing) {
+      return existing.amountCents === request.amount_cents
+        ? { refund_no: request.refund_no, status: "ACCEPTED" }
+        : reject("refund_no already used with another amount");
+    }
+    const [refunded] = await tx
+      .select({ total: sql<number>`coalesce(sum(${providerRefund.amountCents}), 0)::bigint` })
+      .from(providerRefund)
+      .where(eq(providerRefund.tradeId, trade.id));
+    if (Number(refunded?.total ?? 0) + request.amount_cents > trade.amountCents) {
+      return reject("refunds would exceed the amount paid");
+    }
+    await tx.insert(providerRefund).values({
+      tradeId: trade.id,
+      refundNo: request.refund_no,
+      amountCents: request.amount_cents,
+    });
+    await queueNotification(tx, trade, "refund.succeeded", {
+      refundNo: request.refund_no,
+      amountCents: request.amount_cents,
+    });
+    return { refund_no: request.refund_no, status: "ACCEPTED" };
+  });
+  const body = JSON.stringify(answer);
+  return { status: 200, body, signature: signBody(secret, body, nowS) };
+}

@@ -1,0 +1,114 @@
+import { sql } from "drizzle-orm";
+import {
+  bigint,
+  boolean,
+  check,
+  index,
+  integer,
+  jsonb,
+  pgTable,
+  text,
+  timestamp,
+  uniqueIndex,
+  uuid,
+} from "drizzle-orm/pg-core";
+
+// MockPay's own tables. It shares the database server in development, never a table or a row:
+// it talks to the merchant over HTTP only.
+
+const createdAt = () => timestamp({ withTimezone: true }).notNull().defaultNow();
+const inList = (name: string, column: string, values: readonly string[]) =>
+  check(name, sql.raw(`${column} IN (${values.map((v) => `'${v}'`).join(", ")})`));
+
+// ---------------------------------------------------------------------------
+// The mock payment provider: its own tables; it talks to the merchant over HTTP only.
+
+export const PROVIDER_TRADE_STATUSES = ["WAITING", "PAID", "CLOSED"] as const;
+
+export const providerTrade = pgTable(
+  "provider_trade",
+  {
+    id: uuid().primaryKey().defaultRandom(),
+    appId: text().notNull(),
+    outTradeNo: text().notNull(),
+    amountCents: bigint({ mode: "number" }).notNull(),
+    currency: text().notNull(),
+    notifyUrl: text().notNull(),
+    returnUrl: text().notNull(),
+    status: text({ enum: PROVIDER_TRADE_STATUSES }).notNull().default("WAITING"),
+    transactionId: text(),
+    paidAt: timestamp({ withTimezone: true }),
+    /** Fault injection: deliveries for this trade are dropped for good. */
+    dropNotifications: boolean().notNull().default(false),
+    createdAt: createdAt(),
+    updatedAt: createdAt(),
+  },
+  (t) => [
+    uniqueIndex("provider_trade_app_out_trade_no_uq").on(t.appId, t.outTradeNo),
+    uniqueIndex("provider_trade_transaction_id_uq").on(t.transactionId),
+    inList("provider_trade_status_valid", "status", PROVIDER_TRADE_STATUSES),
+  ],
+);
+
+export const PROVIDER_NOTIFICATION_STATUSES = ["PENDING", "DELIVERED", "GAVE_UP"] as const;
+
+export const providerNotification = pgTable(
+  "provider_notification",
+  {
+    /** The notification id: one per business fact, the same on every redelivery. */
+    id: text().primaryKey(),
+    tradeId: uuid()
+      .notNull()
+      .references(() => providerTrade.id),
+    type: text().notNull(),
+    /** The business fact: the type for a payment, `refund.succeeded:<refund_no>` for a refund. */
+    factKey: text().notNull(),
+    body: jsonb().notNull(),
+    status: text({ enum: PROVIDER_NOTIFICATION_STATUSES }).notNull().default("PENDING"),
+    attempts: integer().notNull().default(0),
+    nextAttemptAt: timestamp({ withTimezone: true }).notNull().defaultNow(),
+    createdAt: createdAt(),
+    deliveredAt: timestamp({ withTimezone: true }),
+  },
+  (t) => [
+    uniqueIndex("provider_notification_trade_fact_uq").on(t.tradeId, t.factKey),
+    index("provider_notification_due_idx").on(t.nextAttemptAt).where(sql`status = 'PENDING'`),
+    inList("provider_notification_status_valid", "status", PROVIDER_NOTIFICATION_STATUSES),
+  ],
+);
+
+export const providerDeliveryAttempt = pgTable(
+  "provider_delivery_attempt",
+  {
+    /** The delivery id: new for every attempt. */
+    id: uuid().primaryKey().defaultRandom(),
+    notificationId: text()
+      .notNull()
+      .references(() => providerNotification.id),
+    attemptNo: integer().notNull(),
+    /** SCHEDULED, DUPLICATE, or the fault that was injected. */
+    kind: text().notNull(),
+    startedAt: createdAt(),
+    latencyMs: integer().notNull(),
+    httpStatus: integer(),
+    responseBody: text(),
+    error: text(),
+    ok: boolean().notNull(),
+  },
+  (t) => [index("provider_delivery_attempt_notification_idx").on(t.notificationId, t.startedAt)],
+);
+
+export const providerRefund = pgTable(
+  "provider_refund",
+  {
+    id: uuid().primaryKey().defaultRandom(),
+    tradeId: uuid()
+      .notNull()
+      .references(() => providerTrade.id),
+    refundNo: text().notNull(),
+    amountCents: bigint({ mode: "number" }).notNull(),
+    status: text().notNull().default("SUCCEEDED"),
+    createdAt: createdAt(),
+  },
+  (t) => [uniqueIndex("provider_refund_trade_refund_no_uq").on(t.tradeId, t.refundNo)],
+);

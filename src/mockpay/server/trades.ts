@@ -1,0 +1,153 @@
+import { randomBytes } from "node:crypto";
+import { and, eq, type SQL, sql } from "drizzle-orm";
+import {
+  type NotificationBody,
+  type PayRequest,
+  type TradeStatus,
+  verifyPayRequest,
+} from "~/shared/provider-contract";
+import type { MockPayDb, MockPayExecutor } from "./db";
+import { MockPayError } from "./errors";
+import { providerNotification, providerRefund, providerTrade } from "./schema";
+
+export type ProviderTrade = typeof providerTrade.$inferSelect;
+
+/**
+ * The hosted pay page opens a trade from the merchant's signed request. Opening
+ * the same out_trade_no again (a reload) returns the same trade.
+ */
+export async function openTrade(
+  db: MockPayDb,
+  request: PayRequest,
+  sig: string,
+  secret: string,
+): Promise<ProviderTrade> {
+  if (!verifyPayRequest(secret, request, sig)) {
+    throw new MockPayError("INVALID_REQUEST", "the payment request's signature does not match");
+  }
+  const [created] = await db
+    .insert(providerTrade)
+    .values({
+      appId: request.app_id,
+      outTradeNo: request.out_trade_no,
+      amountCents: request.amount_cents,
+      currency: request.currency,
+      notifyUrl: request.notify_url,
+      returnUrl: request.return_url,
+    })
+    .onConflictDoNothing({ target: [providerTrade.appId, providerTrade.outTradeNo] })
+    .returning();
+  if (created) return created;
+  const existing = await getTrade(db, request.app_id, request.out_trade_no);
+  if (existing.amountCents !== request.amount_cents || existing.currency !== request.currency) {
+    throw new MockPayError("INVALID_REQUEST", "this out_trade_no was opened with another amount");
+  }
+  return existing;
+}
+
+export async function getTrade(
+  db: MockPayExecutor,
+  appId: string,
+  outTradeNo: string,
+): Promise<ProviderTrade> {
+  const [trade] = await db
+    .select()
+    .from(providerTrade)
+    .where(and(eq(providerTrade.appId, appId), eq(providerTrade.outTradeNo, outTradeNo)));
+  if (!trade) throw new MockPayError("NOT_FOUND", `no trade ${outTradeNo}`);
+  return trade;
+}
+
+/** The shopper confirmed on the pay page: WAITING → PAID once, and one notification for that fact. */
+export function confirmTrade(db: MockPayDb, appId: string, outTradeNo: string): Promise<ProviderTrade> {
+  return settleTrade(db, appId, outTradeNo, {
+    status: "PAID",
+    transactionId: `T${Date.now()}${randomBytes(5).toString("hex").toUpperCase()}`,
+    paidAt: sql`now()`,
+  });
+}
+
+/** The shopper cancelled: WAITING → CLOSED once, and one notification for that fact. */
+export function cancelTrade(db: MockPayDb, appId: string, outTradeNo: string): Promise<ProviderTrade> {
+  return settleTrade(db, appId, outTradeNo, { status: "CLOSED" });
+}
+
+async function settleTrade(
+  db: MockPayDb,
+  appId: string,
+  outTradeNo: string,
+  change: { status: "PAID" | "CLOSED"; transactionId?: string; paidAt?: SQL },
+): Promise<ProviderTrade> {
+  return db.transaction(async (tx) => {
+    const [moved] = await tx
+      .update(providerTrade)
+      .set({ ...change, updatedAt: sql`now()` })
+      .where(
+        and(
+          eq(providerTrade.appId, appId),
+          eq(providerTrade.outTradeNo, outTradeNo),
+          eq(providerTrade.status, "WAITING"),
+        ),
+      )
+      .returning();
+    const trade = moved ?? (await getTrade(tx, appId, outTradeNo));
+    // A repeat (or a second click) finds the notification already queued: ON CONFLICT keeps one.
+    if (trade.status === change.status) {
+      await queueNotification(tx, trade, change.status === "PAID" ? "payment.succeeded" : "payment.closed");
+    }
+    return trade;
+  });
+}
+
+/** One notification per (trade, type): the same id on every redelivery. */
+export async function queueNotification(
+  tx: MockPayExecutor,
+  trade: ProviderTrade,
+  type: NotificationBody["type"],
+  refund?: { refundNo: string; amountCents: number },
+) {
+  const body: NotificationBody = {
+    id: `evt_${randomBytes(12).toString("hex")}`,
+    type,
+    app_id: trade.appId,
+    out_trade_no: trade.outTradeNo,
+    transaction_id: trade.transactionId,
+    amount_cents: refund?.amountCents ?? trade.amountCents,
+    currency: trade.currency,
+    created_at: new Date().toISOString(),
+    ...(refund ? { refund_no: refund.refundNo } : {}),
+  };
+  const factKey = refund ? `${type}:${refund.refundNo}` : type;
+  await tx
+    .insert(providerNotification)
+    .values({ id: body.id, tradeId: trade.id, type, factKey, body })
+    .onConflictDoNothing({ target: [providerNotification.tradeId, providerNotification.factKey] });
+}
+
+/** The answer to the merchant's status query. */
+export async function tradeStatus(db: MockPayDb, appId: string, outTradeNo: string): Promise<TradeStatus> {
+  const [trade] = await db
+    .select()
+    .from(providerTrade)
+    .where(and(eq(providerTrade.appId, appId), eq(providerTrade.outTradeNo, outTradeNo)));
+  const refunds = trade
+    ? await db
+        .select({ refundNo: providerRefund.refundNo, amountCents: providerRefund.amountCents })
+        .from(providerRefund)
+        .where(eq(providerRefund.tradeId, trade.id))
+        .orderBy(providerRefund.createdAt)
+    : [];
+  return {
+    app_id: appId,
+    out_trade_no: outTradeNo,
+    status: trade?.status ?? "NOT_FOUND",
+    transaction_id: trade?.transactionId ?? null,
+    amount_cents: trade?.amountCents ?? null,
+    currency: trade?.currency ?? null,
+    refunds: refunds.map((r) => ({
+      refund_no: r.refundNo,
+      amount_cents: r.amountCents,
+      currency: trade?.currency ?? "",
+    })),
+  };
+}

@@ -1,0 +1,3 @@
+/** The merchant's tables (MockPay's are its own: src/mockpay/server/schema.ts). */
+export * from "./merchant";
+export * from "./operations";

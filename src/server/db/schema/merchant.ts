@@ -1,0 +1,328 @@
+import { sql } from "drizzle-orm";
+import {
+  bigint,
+  boolean,
+  check,
+  index,
+  integer,
+  jsonb,
+  pgTable,
+  text,
+  timestamp,
+  uniqueIndex,
+  uuid,
+} from "drizzle-orm/pg-core";
+import { createdAt, identity, inList } from "./columns";
+
+// The merchant's business: catalogue, orders, payments, outbox, fulfilment, refunds.
+
+const orderRef = () =>
+  uuid()
+    .notNull()
+    .references(() => orders.id);
+const skuRef = () =>
+  text()
+    .notNull()
+    .references(() => sku.id);
+
+export const sku = pgTable(
+  "sku",
+  {
+    id: text().primaryKey(),
+    name: text().notNull(),
+    description: text().notNull().default(""),
+    priceCents: integer().notNull(),
+    currency: text().notNull().default("USD"),
+    stock: integer().notNull(),
+    /** Stock when the product was added: stock = initial − deductions + returns, always. */
+    initialStock: integer().notNull().default(0),
+    createdAt: createdAt(),
+  },
+  (t) => [
+    check("sku_price_non_negative", sql`${t.priceCents} >= 0`),
+    check("sku_stock_non_negative", sql`${t.stock} >= 0`),
+  ],
+);
+
+export const ORDER_STATUSES = [
+  "PENDING_PAYMENT",
+  "PAID",
+  "SHIPPED",
+  "STOCK_SHORT",
+  "CLOSED",
+  "REFUNDED",
+] as const;
+export type OrderStatus = (typeof ORDER_STATUSES)[number];
+
+export const orders = pgTable(
+  "orders",
+  {
+    id: uuid().primaryKey().defaultRandom(),
+    userId: text().notNull(),
+    requestId: text().notNull(),
+    amountCents: bigint({ mode: "number" }).notNull(),
+    currency: text().notNull().default("USD"),
+    status: text({ enum: ORDER_STATUSES }).notNull().default("PENDING_PAYMENT"),
+    createdAt: createdAt(),
+    updatedAt: createdAt(),
+  },
+  (t) => [
+    uniqueIndex("orders_user_id_request_id_uq").on(t.userId, t.requestId),
+    index("orders_user_id_created_at_idx").on(t.userId, t.createdAt),
+    check("orders_amount_non_negative", sql`${t.amountCents} >= 0`),
+    check("orders_status_valid", sql.raw(`status IN (${ORDER_STATUSES.map((s) => `'${s}'`).join(", ")})`)),
+  ],
+);
+
+export const orderItem = pgTable(
+  "order_item",
+  {
+    id: uuid().primaryKey().defaultRandom(),
+    orderId: uuid()
+      .notNull()
+      .references(() => orders.id, { onDelete: "cascade" }),
+    skuId: skuRef(),
+    skuName: text().notNull(),
+    quantity: integer().notNull(),
+    unitPriceCents: integer().notNull(),
+    lineTotalCents: bigint({ mode: "number" }).notNull(),
+  },
+  (t) => [
+    uniqueIndex("order_item_order_id_sku_id_uq").on(t.orderId, t.skuId),
+    check("order_item_quantity_positive", sql`${t.quantity} > 0`),
+  ],
+);
+
+// ---------------------------------------------------------------------------
+// Payments, merchant side
+
+export const PAYMENT_STATUSES = ["PENDING", "SUCCESS", "CLOSED", "FAILED"] as const;
+export type PaymentStatus = (typeof PAYMENT_STATUSES)[number];
+
+export const paymentOrder = pgTable(
+  "payment_order",
+  {
+    id: uuid().primaryKey().defaultRandom(),
+    orderId: orderRef(),
+    outTradeNo: text().notNull(),
+    amountCents: bigint({ mode: "number" }).notNull(),
+    currency: text().notNull(),
+    status: text({ enum: PAYMENT_STATUSES }).notNull().default("PENDING"),
+    transactionId: text(),
+    paidAt: timestamp({ withTimezone: true }),
+    /** Last time the merchant asked the provider about this payment (lost notifications). */
+    lastQueriedAt: timestamp({ withTimezone: true }),
+    createdAt: createdAt(),
+    updatedAt: createdAt(),
+  },
+  (t) => [
+    uniqueIndex("payment_order_out_trade_no_uq").on(t.outTradeNo),
+    uniqueIndex("payment_order_transaction_id_uq").on(t.transactionId),
+    index("payment_order_pending_idx").on(t.createdAt).where(sql`status = 'PENDING'`),
+    // One open (or successful) payment per order; a closed one may be followed by a new one.
+    uniqueIndex("payment_order_open_per_order_uq").on(t.orderId).where(sql`status IN ('PENDING', 'SUCCESS')`),
+    inList("payment_order_status_valid", "status", PAYMENT_STATUSES),
+    check("payment_order_amount_positive", sql`${t.amountCents} > 0`),
+  ],
+);
+
+export const NOTIFICATION_OUTCOMES = [
+  "PROCESSED",
+  "DUPLICATE",
+  "IGNORED",
+  "BAD_SIGNATURE",
+  "STALE_TIMESTAMP",
+  "WRONG_APP",
+  "MALFORMED",
+  "UNKNOWN_PAYMENT",
+  "AMOUNT_MISMATCH",
+  "ERROR",
+] as const;
+export type NotificationOutcome = (typeof NOTIFICATION_OUTCOMES)[number];
+
+/** Every notification the merchant received, valid or not, with what it did about it. */
+export const paymentNotification = pgTable(
+  "payment_notification",
+  {
+    id: identity(),
+    notificationId: text(),
+    deliveryId: text(),
+    outTradeNo: text(),
+    type: text(),
+    outcome: text({ enum: NOTIFICATION_OUTCOMES }).notNull(),
+    detail: text().notNull().default(""),
+    /** Needs a person: an amount mismatch, say. */
+    alert: boolean().notNull().default(false),
+    httpStatus: integer().notNull(),
+    receivedAt: createdAt(),
+  },
+  (t) => [
+    index("payment_notification_out_trade_no_idx").on(t.outTradeNo, t.receivedAt),
+    index("payment_notification_alert_idx").on(t.receivedAt).where(sql`alert`),
+    inList("payment_notification_outcome_valid", "outcome", NOTIFICATION_OUTCOMES),
+  ],
+);
+
+/** Events written in the same transaction as the state change they announce. */
+export const outboxEvent = pgTable(
+  "outbox_event",
+  {
+    id: uuid().primaryKey().defaultRandom(),
+    eventType: text().notNull(),
+    aggregateType: text().notNull(),
+    aggregateId: text().notNull(),
+    /** One event per business fact, e.g. `OrderPaid:<order id>`. */
+    dedupeKey: text().notNull(),
+    payload: jsonb().notNull(),
+    createdAt: createdAt(),
+    publishedAt: timestamp({ withTimezone: true }),
+  },
+  (t) => [
+    uniqueIndex("outbox_event_dedupe_key_uq").on(t.dedupeKey),
+    index("outbox_event_unpublished_idx").on(t.createdAt).where(sql`published_at IS NULL`),
+  ],
+);
+
+// ---------------------------------------------------------------------------
+// Fulfilment: idempotent consumers of outbox events
+
+export const CONSUME_STATUSES = ["PROCESSING", "DONE"] as const;
+
+/** A consumer saw this event. Its business effect is protected by a unique key of its own too. */
+export const messageConsumeRecord = pgTable(
+  "message_consume_record",
+  {
+    id: identity(),
+    eventId: uuid()
+      .notNull()
+      .references(() => outboxEvent.id),
+    consumerName: text().notNull(),
+    status: text({ enum: CONSUME_STATUSES }).notNull().default("PROCESSING"),
+    /** What the consumer did: APPLIED, SKIPPED (nothing to do), … */
+    result: text(),
+    createdAt: createdAt(),
+    doneAt: timestamp({ withTimezone: true }),
+  },
+  (t) => [
+    uniqueIndex("message_consume_record_event_consumer_uq").on(t.eventId, t.consumerName),
+    inList("message_consume_record_status_valid", "status", CONSUME_STATUSES),
+  ],
+);
+
+export const stockDeductRecord = pgTable(
+  "stock_deduct_record",
+  {
+    id: identity(),
+    orderId: orderRef(),
+    skuId: skuRef(),
+    quantity: integer().notNull(),
+    createdAt: createdAt(),
+  },
+  (t) => [
+    uniqueIndex("stock_deduct_record_order_sku_uq").on(t.orderId, t.skuId),
+    check("stock_deduct_record_quantity_positive", sql`${t.quantity} > 0`),
+  ],
+);
+
+export const BENEFIT_TYPES = ["LOYALTY_POINTS", "COUPON"] as const;
+
+export const benefitGrant = pgTable(
+  "benefit_grant",
+  {
+    id: identity(),
+    orderId: orderRef(),
+    userId: text().notNull(),
+    benefitType: text({ enum: BENEFIT_TYPES }).notNull(),
+    /** Points, or the coupon's value in cents. */
+    amount: integer().notNull(),
+    code: text(),
+    createdAt: createdAt(),
+  },
+  (t) => [
+    uniqueIndex("benefit_grant_order_type_uq").on(t.orderId, t.benefitType),
+    inList("benefit_grant_type_valid", "benefit_type", BENEFIT_TYPES),
+  ],
+);
+
+export const shipment = pgTable(
+  "shipment",
+  {
+    id: uuid().primaryKey().defaultRandom(),
+    orderId: orderRef(),
+    trackingNo: text().notNull(),
+    createdAt: createdAt(),
+  },
+  (t) => [uniqueIndex("shipment_order_uq").on(t.orderId)],
+);
+
+// ---------------------------------------------------------------------------
+// Refunds
+
+export const REFUND_STATUSES = [
+  "REFUND_CREATED",
+  "REFUND_PROCESSING",
+  "REFUND_SUCCESS",
+  "REFUND_FAILED",
+] as const;
+export type RefundStatus = (typeof REFUND_STATUSES)[number];
+
+export const refundOrder = pgTable(
+  "refund_order",
+  {
+    id: uuid().primaryKey().defaultRandom(),
+    refundNo: text().notNull(),
+    orderId: orderRef(),
+    paymentId: uuid()
+      .notNull()
+      .references(() => paymentOrder.id),
+    amountCents: bigint({ mode: "number" }).notNull(),
+    currency: text().notNull(),
+    status: text({ enum: REFUND_STATUSES }).notNull().default("REFUND_CREATED"),
+    reason: text().notNull().default(""),
+    failureReason: text(),
+    createdAt: createdAt(),
+    updatedAt: createdAt(),
+  },
+  (t) => [
+    uniqueIndex("refund_order_refund_no_uq").on(t.refundNo),
+    index("refund_order_order_idx").on(t.orderId),
+    index("refund_order_created_idx").on(t.createdAt).where(sql`status = 'REFUND_CREATED'`),
+    check("refund_order_amount_positive", sql`${t.amountCents} > 0`),
+    inList("refund_order_status_valid", "status", REFUND_STATUSES),
+  ],
+);
+
+/** Stock given back by one refund, once per (refund, SKU). */
+export const stockReturnRecord = pgTable(
+  "stock_return_record",
+  {
+    id: identity(),
+    refundId: uuid()
+      .notNull()
+      .references(() => refundOrder.id),
+    orderId: orderRef(),
+    skuId: skuRef(),
+    quantity: integer().notNull(),
+    createdAt: createdAt(),
+  },
+  (t) => [
+    uniqueIndex("stock_return_record_refund_sku_uq").on(t.refundId, t.skuId),
+    // An order's stock comes back at most once, whichever refund completes it.
+    uniqueIndex("stock_return_record_order_sku_uq").on(t.orderId, t.skuId),
+  ],
+);
+
+export const benefitReversal = pgTable(
+  "benefit_reversal",
+  {
+    id: identity(),
+    orderId: orderRef(),
+    refundId: uuid()
+      .notNull()
+      .references(() => refundOrder.id),
+    benefitType: text({ enum: BENEFIT_TYPES }).notNull(),
+    amount: integer().notNull(),
+    createdAt: createdAt(),
+  },
+  (t) => [uniqueIndex("benefit_reversal_order_type_uq").on(t.orderId, t.benefitType)],
+);

@@ -1,0 +1,57 @@
+import { index, integer, jsonb, pgTable, text, timestamp, uniqueIndex } from "drizzle-orm/pg-core";
+import { createdAt, identity, inList } from "./columns";
+
+// What keeps the system running rather than what it sells: the idempotency records, the
+// gateway's counters and the event workers' heartbeats.
+
+export const IDEMPOTENCY_STATUSES = ["PROCESSING", "SUCCESS", "FAILED"] as const;
+export type IdempotencyStatus = (typeof IDEMPOTENCY_STATUSES)[number];
+
+export const idempotencyRecord = pgTable(
+  "idempotency_record",
+  {
+    id: identity(),
+    /** Whose key this is (the shopper); keys never match across scopes. */
+    userId: text().notNull(),
+    bizType: text().notNull(),
+    idempotencyKey: text().notNull(),
+    /** sha256 of the canonical form of the validated request (docs/idempotency.md). */
+    fingerprint: text().notNull(),
+    status: text({ enum: IDEMPOTENCY_STATUSES }).notNull().default("PROCESSING"),
+    bizId: text(),
+    /** Stored outcome: the result on SUCCESS, `{ code, message }` on FAILED. */
+    responseBody: jsonb(),
+    /** Fencing token: bumped on every takeover; business writes are conditional on it. */
+    leaseVersion: integer().notNull().default(1),
+    lockedUntil: timestamp({ withTimezone: true }),
+    createdAt: createdAt(),
+    updatedAt: createdAt(),
+    expiresAt: timestamp({ withTimezone: true }).notNull(),
+  },
+  (t) => [
+    uniqueIndex("idempotency_record_user_biz_key_uq").on(t.userId, t.bizType, t.idempotencyKey),
+    index("idempotency_record_expires_at_idx").on(t.expiresAt),
+    inList("idempotency_record_status_valid", "status", IDEMPOTENCY_STATUSES),
+  ],
+);
+
+// ---------------------------------------------------------------------------
+// Gateway: rate-limit counters shared by every app instance (rate-limiter-flexible's Drizzle store)
+
+export const rateLimit = pgTable("rate_limit", {
+  key: text().primaryKey(),
+  points: integer().notNull().default(0),
+  expire: timestamp({ withTimezone: true }),
+});
+
+// ---------------------------------------------------------------------------
+// Event workers' heartbeats: a job locked by a worker that stopped beating belonged to a crashed
+// process, and is unlocked for the others (graphile-worker alone would wait four hours).
+
+export const workerHeartbeat = pgTable("worker_heartbeat", {
+  /** graphile-worker's id of one worker (one per concurrency slot). */
+  workerId: text().primaryKey(),
+  /** Which process runs it (host:pid), for operators. */
+  process: text().notNull(),
+  beatAt: timestamp({ withTimezone: true }).notNull().defaultNow(),
+});

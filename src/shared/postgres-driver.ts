@@ -1,0 +1,232 @@
+import { readFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import path from "node:path";
+import type { PgDialect } from "drizzle-orm/pg-core";
+import type { PostgresJsDatabase } from "drizzle-orm/postgres-js";
+import { PostgresJsSession, PostgresJsTransaction } from "drizzle-orm/postgres-js/session";
+import postgres from "postgres";
+
+/**
+ * Everything this project assumes about its PostgreSQL driver, postgres.js 3.4.9, in one place:
+ * how a connection string is read, why every query is a prepared statement, how a connection is
+ * held for a hand-driven transaction, and the patch it cannot run safely without.
+ *
+ * patches/postgres+3.4.9.patch (applied by patch-package on `npm install`) fixes, upstream:
+ * - porsager/postgres#1208: a reserved connection whose backend died throws from a timer (the
+ *   process dies) and goes back to the pool as open (fixes proposed in #1168 and #1209);
+ * - porsager/postgres#1192: the start-up array-types query of a new connection rejects unhandled;
+ * - porsager/postgres#1223: a dead socket's FATAL, its query in flight and its queue are carried to
+ *   the reconnected socket, where the next query gets the old error or another statement's rows;
+ *   a `reserve()` whose connection died waits forever or leaks its next connection.
+ * `npm ci --ignore-scripts` installs the driver unpatched: `assertDriverPatched()` refuses to start then.
+ */
+
+/** Text that only the patched files contain. */
+const PATCH_MARKERS = ["porsager/postgres#1208", "porsager/postgres#1223"];
+
+/** The installed postgres.js package folder. */
+export function postgresPackageDir(): string {
+  const require = createRequire(path.join(process.cwd(), "package.json"));
+  // Its exports hide package.json; its CommonJS entry is <package>/cjs/src/index.js.
+  return path.resolve(path.dirname(require.resolve("postgres")), "../..");
+}
+
+/** Throws, naming the fix, when the installed postgres.js lacks our patch (in its ESM or CommonJS build). */
+export function assertDriverPatched(packageDir = postgresPackageDir()): void {
+  for (const file of ["src/connection.js", "cjs/src/connection.js"]) {
+    // Only the entry points call this; Next must not trace the project for it.
+    const text = readFileSync(path.join(/*turbopackIgnore: true*/ packageDir, file), "utf8");
+    const missing = PATCH_MARKERS.filter((marker) => !text.includes(marker));
+    if (missing.length > 0) {
+      throw new Error(
+        `postgres.js at ${packageDir} is not patched (${file} lacks ${missing.join(", ")}): ` +
+          "run `npx patch-package` (npm install runs it; --ignore-scripts skips it).",
+      );
+    }
+  }
+}
+
+/**
+ * A postgres.js client for a connection string. Understands libpq's Unix-socket
+ * form, `postgres://user@localhost:5432/db?host=/run/postgresql` (the socket
+ * folder in `host`), which postgres.js would otherwise send to the server as a
+ * setting; the embedded server is reached that way (see scripts/lib/embedded-postgres.ts).
+ */
+export function pgClient(url: string, options: postgres.Options<Record<string, postgres.PostgresType>> = {}) {
+  const parsed = new URL(url);
+  const socketDir = parsed.searchParams.get("host");
+  if (!socketDir?.startsWith("/")) return postgres(url, options);
+  parsed.searchParams.delete("host");
+  return postgres(parsed.toString(), { ...options, host: socketDir });
+}
+
+/**
+ * drizzle's postgres.js driver sends every ordinary query unprepared
+ * (`unsafe(query, params, { prepare: false })`, drizzle-orm#6096), and postgres.js
+ * then describes each parameterised statement before binding it: two round trips
+ * per query, and nothing else can be pipelined behind it. This hands drizzle a
+ * client whose queries — in transactions and on held connections too — are named
+ * prepared statements, cached per connection: one round trip each after the first.
+ * Our statements are a bounded set of shapes, so the per-connection cache stays small.
+ */
+export function preparedByDefault<S extends postgres.Sql>(sql: S): S {
+  return new Proxy(sql, {
+    get(target, property, receiver) {
+      switch (property) {
+        case "unsafe":
+          return (query: string, params?: never[], options?: postgres.UnsafeQueryOptions) =>
+            target.unsafe(query, params, { ...options, prepare: true });
+        case "begin":
+        case "savepoint":
+          return (...args: unknown[]) => {
+            const callback = args.pop() as (scoped: postgres.Sql) => unknown;
+            const method = Reflect.get(target, property) as (...a: unknown[]) => unknown;
+            return method.apply(target, [
+              ...args,
+              (scoped: postgres.Sql) => callback(preparedByDefault(scoped)),
+            ]);
+          };
+        case "reserve":
+          return async () => preparedByDefault(await target.reserve());
+        default:
+          return Reflect.get(target, property, receiver);
+      }
+    },
+  });
+}
+
+export interface PoolOptions {
+  max?: number;
+  /** Server-side limit per statement; a statement that hits it fails as a transient error. */
+  statementTimeoutMs?: number;
+  /**
+   * The server ends a session left idle inside a transaction this long, releasing its locks. Our
+   * transactions never wait on anything outside the database, so only a client that lost track of its
+   * connection leaves one open — which the chaos run saw hold a row lock that every later request queued on.
+   */
+  idleInTransactionTimeoutMs?: number;
+  applicationName?: string;
+}
+
+/** A pool whose every query is a prepared statement, with the server-side limits set per session. */
+export function createPool(url: string, options: PoolOptions = {}): postgres.Sql {
+  return preparedByDefault(
+    pgClient(url, {
+      max: options.max ?? 10,
+      onnotice: () => {},
+      connection: {
+        application_name: options.applicationName ?? "exactly-once-checkout",
+        ...(options.statementTimeoutMs ? { statement_timeout: options.statementTimeoutMs } : {}),
+        ...(options.idleInTransactionTimeoutMs
+          ? { idle_in_transaction_session_timeout: options.idleInTransactionTimeoutMs }
+          : {}),
+      },
+    }),
+  );
+}
+
+/**
+ * One pooled connection, held until `release()`, on which the caller sends BEGIN,
+ * COMMIT and ROLLBACK itself. `tx` is the same drizzle transaction object that
+ * `db.transaction()` hands its callback, bound to this connection, so business
+ * code cannot tell the difference (nested transactions are not supported).
+ *
+ * Why not `db.transaction()`: it waits for BEGIN before the first statement and
+ * sends COMMIT only after the last one has answered. Statements issued together
+ * on one connection travel in one write, and on this machine each round trip to
+ * PostgreSQL costs more CPU than building and running the statement; the
+ * idempotency core sends its own statements alongside BEGIN, the business
+ * transaction's first read and COMMIT.
+ */
+export interface HeldConnection<Tx> {
+  tx: Tx;
+  /** Raw statements on the same connection (BEGIN, COMMIT, ROLLBACK). */
+  sql: postgres.ReservedSql;
+  /**
+   * Gives the connection back, never inside a transaction: ROLLBACK first, which
+   * is harmless when none is open and fails harmlessly on a connection that is
+   * gone (the server ended its transaction; patches/postgres+3.4.9.patch makes
+   * postgres.js fail it with CONNECTION_CLOSED rather than throw out of a timer
+   * or leave it waiting, and forget the dead socket's queue before reconnecting).
+   */
+  close(): Promise<void>;
+}
+
+export async function holdConnection<TSchema extends Record<string, unknown>>(
+  db: PostgresJsDatabase<TSchema> & { $client: postgres.Sql },
+): Promise<HeldConnection<TransactionOf<TSchema>>> {
+  const reserved = await db.$client.reserve();
+  // The pool's own session carries the dialect (casing) and the parsed schema; reuse them.
+  const root = db._.session as unknown as {
+    dialect: PgDialect;
+    schema: ConstructorParameters<typeof PostgresJsTransaction>[2];
+    options: ConstructorParameters<typeof PostgresJsSession>[3];
+  };
+  const session = new PostgresJsSession(reserved, root.dialect, root.schema, root.options);
+  const tx = new PostgresJsTransaction(
+    root.dialect,
+    session as never,
+    root.schema,
+  ) as unknown as TransactionOf<TSchema>;
+  return {
+    tx,
+    sql: reserved,
+    close: async () => {
+      // Bounded, as a last resort: a ROLLBACK still queued when the wait ends runs before anything
+      // the next holder sends on this connection, so giving it back early is safe.
+      const rollback = reserved`ROLLBACK`.catch(() => {});
+      await Promise.race([rollback, new Promise((resolve) => setTimeout(resolve, 1_000).unref())]);
+      reserved.release();
+    },
+  };
+}
+
+/** The transaction object `db.transaction()` hands its callback, for a schema. */
+export type TransactionOf<TSchema extends Record<string, unknown>> = Parameters<
+  Parameters<PostgresJsDatabase<TSchema>["transaction"]>[0]
+>[0];
+
+/**
+ * Statements issued together on one connection go out in one write; this waits
+ * for all of them (so none is still running afterwards) and throws the first failure.
+ */
+export async function pipelined<R extends unknown[]>(
+  statements: {
+    [K in keyof R]: PromiseLike<R[K]>;
+  },
+): Promise<R> {
+  const settled = await Promise.allSettled(statements.map((s) => Promise.resolve(s)));
+  const failed = settled.find((s) => s.status === "rejected");
+  if (failed) throw failed.reason;
+  return settled.map((s) => (s as PromiseFulfilledResult<unknown>).value) as R;
+}
+
+const CONNECTION_ERROR_CODES = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "ETIMEDOUT",
+  "EPIPE",
+  "ENOTFOUND",
+  "EAI_AGAIN",
+  "CONNECTION_CLOSED",
+  "CONNECTION_ENDED",
+  "CONNECTION_DESTROYED",
+  "CONNECT_TIMEOUT",
+]);
+/** SQLSTATE classes that mean "try again", not "your request is wrong". */
+// serialization failure, deadlock, lock not available, statement timeout, admin shutdown, too many connections
+const TRANSIENT_SQLSTATES = new Set(["40001", "40P01", "55P03", "57014", "57P01", "57P02", "57P03", "53300"]);
+
+/** Database unreachable, connection lost, serialization failure: worth retrying. */
+export function isTransientError(error: unknown): boolean {
+  let current: unknown = error;
+  for (let depth = 0; current && depth < 5; depth++) {
+    const code = (current as { code?: unknown }).code;
+    if (typeof code === "string") {
+      if (CONNECTION_ERROR_CODES.has(code) || TRANSIENT_SQLSTATES.has(code)) return true;
+      if (code.startsWith("08")) return true; // connection exception class
+    }
+    current = (current as { cause?: unknown }).cause;
+  }
+  return false;
+}
