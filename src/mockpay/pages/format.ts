@@ -1,4 +1,4 @@
-/** An amount in minor units as MockPay shows it, e.g. "USD 12.50". */
+/** An amount in minor units as MockPay shows it to the payer, e.g. "$12.50". */
 export function formatAmount(cents: number, currency: string): string {
-  return `${currency} ${(cents / 100).toFixed(2)}`;
+  return new Intl.NumberFormat("en-US", { style: "currency", currency }).format(cents / 100);
 }
