@@ -45,6 +45,21 @@ const SCENARIOS: Record<string, Scenario> = {
     effects: async ({ sql }, _input, userId) =>
       (await sql`SELECT count(*)::int AS n FROM orders WHERE user_id = ${userId}`)[0]?.n,
   },
+  "order.cancel": {
+    arrange: async (app) => {
+      const userId = randomUUID();
+      const orderId = await placeOrder(app, userId);
+      // An open payment, so every copy races to close it at MockPay first.
+      await createCaller({ app, userId, requestId: randomUUID() }).payments.create({ orderId });
+      return { userId, input: { orderId }, params: { orderId } };
+    },
+    effects: async ({ sql }, input) =>
+      (
+        await sql`SELECT count(*)::int AS n FROM orders o
+                   WHERE o.id = ${String(input.orderId)} AND o.status = 'CLOSED'
+                     AND NOT EXISTS (SELECT 1 FROM payment_order p WHERE p.order_id = o.id AND p.status <> 'CLOSED')`
+      )[0]?.n,
+  },
   "payment.create": {
     arrange: async (app) => {
       const userId = randomUUID();

@@ -3,6 +3,7 @@ import { isAdminRequest } from "~/shared/admin-auth";
 import { getLogger } from "~/shared/logger";
 import { SIGNATURE_HEADER } from "~/shared/provider-contract";
 import { adminActionInput, runAdminAction } from "./server/admin";
+import { processCloseRequest } from "./server/closes";
 import { getMockPayContext } from "./server/context";
 import { failure, redirect, signedJson } from "./server/http";
 import { answerStatusQuery } from "./server/query-api";
@@ -49,6 +50,21 @@ export async function refundsRoute(req: Request) {
     return signedJson(answer);
   } catch (error) {
     return failure(error, log(), "refund request");
+  }
+}
+
+/** The close API: the merchant gives up on a trade (signed request, signed answer). */
+export async function closesRoute(req: Request) {
+  const mockPay = getMockPayContext();
+  try {
+    const answer = await processCloseRequest(
+      mockPay.db,
+      { body: await req.text(), signature: req.headers.get(SIGNATURE_HEADER) },
+      mockPay.webhookSecret,
+    );
+    return signedJson(answer);
+  } catch (error) {
+    return failure(error, log(), "close request");
   }
 }
 

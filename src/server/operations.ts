@@ -1,3 +1,4 @@
+import { cancelOrderOperation } from "./orders/cancel-order";
 import { createOrderOperation } from "./orders/create-order";
 import { createPaymentOperation } from "./payments/create-payment";
 import { createRefundOperation } from "./refunds/create-refund";
@@ -7,4 +8,9 @@ import { createRefundOperation } from "./refunds/create-refund";
  * The OpenAPI document is made from this list, and test/operations.test.ts proves each
  * is mounted over tRPC and REST and has a concurrency test.
  */
-export const OPERATIONS = [createOrderOperation, createPaymentOperation, createRefundOperation] as const;
+export const OPERATIONS = [
+  createOrderOperation,
+  cancelOrderOperation,
+  createPaymentOperation,
+  createRefundOperation,
+] as const;

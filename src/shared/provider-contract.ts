@@ -153,3 +153,26 @@ export const refundAnswerSchema = z.object({
   reason: z.string().optional(),
 });
 export type RefundAnswer = z.infer<typeof refundAnswerSchema>;
+
+/**
+ * The close API: `POST /provider/api/closes`, body signed like a notification, answer signed too.
+ * Idempotent by out_trade_no. A trade the shopper never opened is closed as well, so its pay link
+ * can no longer be paid; a PAID trade is not closed and the answer says PAID (the merchant then
+ * applies the payment instead).
+ */
+export const CLOSE_PATH = "/provider/api/closes";
+
+export const closeRequestSchema = z.object({
+  app_id: z.string().min(1).max(100),
+  out_trade_no: z.string().min(1).max(64),
+  amount_cents: z.number().int().positive(),
+  currency: z.string().length(3),
+});
+export type CloseRequest = z.infer<typeof closeRequestSchema>;
+
+export const closeAnswerSchema = z.object({
+  out_trade_no: z.string(),
+  status: z.enum(["CLOSED", "PAID"]),
+  transaction_id: z.string().nullable(),
+});
+export type CloseAnswer = z.infer<typeof closeAnswerSchema>;

@@ -1,10 +1,12 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
+import { processCloseRequest } from "~/mockpay/server/closes";
 import type { MockPayContext } from "~/mockpay/server/context";
 import { answerStatusQuery } from "~/mockpay/server/query-api";
 import { processRefundRequest } from "~/mockpay/server/refunds";
 import type { AppContext } from "~/server/app-context";
 import { handlePaymentNotification } from "~/server/payments/notify";
+import { CLOSE_PATH } from "~/shared/provider-contract";
 import { testMockPay } from "./app-context";
 
 export interface LoopbackApp {
@@ -18,7 +20,7 @@ export interface LoopbackApp {
 
 /**
  * The HTTP surfaces that merchant and provider use to talk to each other, served
- * by the real services on a loopback port: notifications, refunds, status query.
+ * by the real services on a loopback port: notifications, refunds, closes, status query.
  * Lighter than `next start` for tests that only need the conversation.
  */
 export async function startLoopbackApp(
@@ -47,6 +49,10 @@ export async function startLoopbackApp(
             app.payments,
           );
           return send(answer.httpStatus, JSON.stringify(answer.body));
+        }
+        if (req.method === "POST" && url.pathname === CLOSE_PATH) {
+          const answer = await processCloseRequest(mockPay.db, { body, signature }, mockPay.webhookSecret);
+          return send(answer.status, answer.body, answer.signature);
         }
         if (req.method === "POST" && url.pathname === "/provider/api/refunds") {
           const answer = await processRefundRequest(mockPay.db, { body, signature }, mockPay.webhookSecret);

@@ -2,6 +2,7 @@
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import Link from "next/link";
 import { useState } from "react";
+import { useCancelOrder } from "~/client/hooks/use-cancel-order";
 import { usePayOrder } from "~/client/hooks/use-pay-order";
 import { useRefundOrder } from "~/client/hooks/use-refund-order";
 import { formatMoney } from "~/client/money";
@@ -75,6 +76,7 @@ export function OrderView({ orderId }: { orderId: string }) {
         </tbody>
       </table>
       {data.status === "PENDING_PAYMENT" && <PayButton orderId={data.orderId} />}
+      {data.status === "PENDING_PAYMENT" && <CancelButton orderId={data.orderId} />}
       {data.status === "PENDING_PAYMENT" && <CheckStatusButton orderId={data.orderId} />}
       <PaymentTimeline orderId={data.orderId} live={data.status === "PENDING_PAYMENT"} />
       <Refunds
@@ -103,6 +105,23 @@ function PayButton({ orderId }: { orderId: string }) {
         </p>
       )}
     </div>
+  );
+}
+
+function CancelButton({ orderId }: { orderId: string }) {
+  const { cancel, isPending, error } = useCancelOrder(orderId);
+  return (
+    <p>
+      <button type="button" disabled={isPending} onClick={cancel}>
+        {isPending ? "Cancelling…" : "Cancel order"}
+      </button>
+      {error && (
+        <span role="alert" className="error">
+          {" "}
+          {errorMessage(error)}
+        </span>
+      )}
+    </p>
   );
 }
 

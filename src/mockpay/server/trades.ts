@@ -42,6 +42,12 @@ export async function openTrade(
   if (existing.amountCents !== request.amount_cents || existing.currency !== request.currency) {
     throw new MockPayError("INVALID_REQUEST", "this out_trade_no was opened with another amount");
   }
+  if (existing.notifyUrl === "") {
+    // The merchant closed it before anyone opened it: it stays closed, now with somewhere to go back to.
+    const urls = { notifyUrl: request.notify_url, returnUrl: request.return_url };
+    await completeClosedTrade(db, request.app_id, request.out_trade_no, urls);
+    return { ...existing, ...urls };
+  }
   return existing;
 }
 
@@ -150,4 +156,23 @@ export async function tradeStatus(db: MockPayDb, appId: string, outTradeNo: stri
       currency: trade?.currency ?? "",
     })),
   };
+}
+
+/** The pay page opened a trade the merchant had already closed: fill in the addresses it lacked. */
+async function completeClosedTrade(
+  db: MockPayDb,
+  appId: string,
+  outTradeNo: string,
+  urls: { notifyUrl: string; returnUrl: string },
+) {
+  await db
+    .update(providerTrade)
+    .set(urls)
+    .where(
+      and(
+        eq(providerTrade.appId, appId),
+        eq(providerTrade.outTradeNo, outTradeNo),
+        eq(providerTrade.notifyUrl, ""),
+      ),
+    );
 }

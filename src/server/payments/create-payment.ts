@@ -76,7 +76,9 @@ async function openPayment(
       currency: orders.currency,
     })
     .from(orders)
-    .where(and(eq(orders.id, input.orderId), eq(orders.userId, userId)));
+    .where(and(eq(orders.id, input.orderId), eq(orders.userId, userId)))
+    // A cancel locks the order to close it: a payment opens before it (and is closed by it) or sees it CLOSED.
+    .for("share");
   if (!order) throw new DomainError("ORDER_NOT_FOUND", "order not found");
   if (order.status !== "PENDING_PAYMENT") throw notPayable(order.status);
 

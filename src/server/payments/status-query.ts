@@ -82,19 +82,29 @@ export async function syncPaymentStatus(
   }
   if (facts.length === 0) return { outTradeNo, providerStatus: status.status, outcome: "UNCHANGED" };
   const outcomes: string[] = [];
-  for (const fact of facts) {
-    const verdict = await db.transaction(async (tx) => {
-      const applied = await applyProviderFact(tx, fact);
-      await recordReceived(
-        tx,
-        { deliveryId: null, notificationId: fact.id, outTradeNo, type: `query:${fact.type}` },
-        applied,
-      );
-      return applied;
-    });
-    outcomes.push(verdict.outcome);
-  }
+  for (const fact of facts) outcomes.push((await applyFactFromProvider(db, "query", fact)).outcome);
   return { outTradeNo, providerStatus: status.status, outcome: outcomes.join(",") };
+}
+
+/**
+ * A fact the merchant learnt by asking the provider (a status query, the answer to a close),
+ * applied through the same conditional transitions as a notification, and kept in the payment's timeline.
+ */
+export function applyFactFromProvider(db: Db, via: "query" | "close", fact: NotificationBody) {
+  return db.transaction(async (tx) => {
+    const applied = await applyProviderFact(tx, fact);
+    await recordReceived(
+      tx,
+      {
+        deliveryId: null,
+        notificationId: fact.id,
+        outTradeNo: fact.out_trade_no,
+        type: `${via}:${fact.type}`,
+      },
+      applied,
+    );
+    return applied;
+  });
 }
 
 async function queryProvider(outTradeNo: string, deps: StatusQueryDeps): Promise<TradeStatus> {

@@ -1,0 +1,3 @@
+import { closesRoute } from "~/mockpay/routes";
+
+export const POST = closesRoute;

@@ -1,0 +1,86 @@
+import { and, eq, sql } from "drizzle-orm";
+import { orders, paymentOrder } from "~/server/db/schema";
+import { DomainError } from "~/server/errors";
+import { defineOperation, type OperationContext } from "~/server/idempotency";
+import { closeOpenPayments } from "~/server/payments/close-payments";
+import type { ProviderClientDeps } from "~/server/payments/provider-client";
+import { getOwnedOrder } from "./queries";
+import { orderIdInput, orderIdParams, orderResource } from "./schema";
+
+type CancelContext = OperationContext<{ payments: ProviderClientDeps }>;
+
+/**
+ * Cancels an unpaid order: PENDING_PAYMENT → CLOSED, once. Its open payments are
+ * closed at the provider first, so a shopper confirming at that moment ends in
+ * exactly one world: the provider closed the trade (no money can arrive) and the
+ * order closes, or the shopper paid first, the order follows its payment, and the
+ * cancel answers ORDER_NOT_CANCELLABLE (refund it instead). Cancelling a CLOSED
+ * order again answers success.
+ */
+export const cancelOrderOperation = defineOperation({
+  name: "order.cancel",
+  input: orderIdInput,
+  key: {
+    kind: "natural",
+    describe: "the order: PENDING_PAYMENT → CLOSED happens once",
+    of: (input) => input.orderId,
+  },
+  storedErrors: ["ORDER_NOT_FOUND", "ORDER_NOT_CANCELLABLE"],
+  gateway: "per-shopper-and-key",
+  prepare: async (db, input, { userId, deps }: CancelContext) => {
+    const order = await getOwnedOrder(db, userId, input.orderId);
+    if (order.status === "PENDING_PAYMENT") await closeOpenPayments(db, order.orderId, deps.payments);
+  },
+  execute: async (tx, input, { userId }: CancelContext) => {
+    const [order] = await tx
+      .select({ status: orders.status })
+      .from(orders)
+      .where(and(eq(orders.id, input.orderId), eq(orders.userId, userId)))
+      .for("update");
+    if (!order) throw new DomainError("ORDER_NOT_FOUND", "order not found");
+    if (order.status === "PENDING_PAYMENT") {
+      // A payment opened after the provider was asked to close the others: close that one too, on a retry.
+      const [open] = await tx
+        .select({ id: paymentOrder.id })
+        .from(paymentOrder)
+        .where(and(eq(paymentOrder.orderId, input.orderId), eq(paymentOrder.status, "PENDING")));
+      if (open) {
+        throw new DomainError(
+          "REQUEST_IN_PROGRESS",
+          "a payment of this order was opened meanwhile; retry the cancel with the same key",
+          { retryable: true, retryAfterMs: 200 },
+        );
+      }
+    }
+    const [closed] = await tx
+      .update(orders)
+      .set({ status: "CLOSED", updatedAt: sql`now()` })
+      .where(and(eq(orders.id, input.orderId), eq(orders.status, "PENDING_PAYMENT")))
+      .returning({
+        orderId: orders.id,
+        status: orders.status,
+        amountCents: orders.amountCents,
+        currency: orders.currency,
+      });
+    if (closed) return { result: closed, bizId: closed.orderId };
+    const current = await getOwnedOrder(tx, userId, input.orderId);
+    if (current.status !== "CLOSED") {
+      throw new DomainError(
+        "ORDER_NOT_CANCELLABLE",
+        `this order cannot be cancelled: it is ${current.status}; ask for a refund instead`,
+        { meta: { status: current.status } },
+      );
+    }
+    const { orderId, status, amountCents, currency } = current;
+    return { result: { orderId, status, amountCents, currency }, bizId: orderId, existed: true };
+  },
+  rest: {
+    method: "POST",
+    path: "/api/v1/orders/{orderId}/cancel",
+    summary: "Cancel an unpaid order (its open payment is closed at the provider first)",
+    params: orderIdParams,
+    notFound: "ORDER_NOT_FOUND",
+    status: 200,
+    resource: orderResource,
+  },
+});

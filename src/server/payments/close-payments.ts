@@ -1,0 +1,42 @@
+import { and, eq } from "drizzle-orm";
+import type { Db } from "~/server/db/client";
+import { paymentOrder } from "~/server/db/schema";
+import { CLOSE_PATH, type CloseRequest, closeAnswerSchema } from "~/shared/provider-contract";
+import { type ProviderClientDeps, postToProvider } from "./provider-client";
+import { applyFactFromProvider } from "./status-query";
+
+/**
+ * Asks the provider to close every open payment of an order, and applies each
+ * answer as a fact: CLOSED closes the payment here; PAID (the shopper confirmed
+ * first) pays it, so the order follows its payment. Idempotent by out_trade_no
+ * at the provider and by conditional updates here: safe to repeat.
+ */
+export async function closeOpenPayments(db: Db, orderId: string, deps: ProviderClientDeps): Promise<void> {
+  const open = await db
+    .select({
+      outTradeNo: paymentOrder.outTradeNo,
+      amountCents: paymentOrder.amountCents,
+      currency: paymentOrder.currency,
+    })
+    .from(paymentOrder)
+    .where(and(eq(paymentOrder.orderId, orderId), eq(paymentOrder.status, "PENDING")));
+  for (const payment of open) {
+    const request: CloseRequest = {
+      app_id: deps.appId,
+      out_trade_no: payment.outTradeNo,
+      amount_cents: payment.amountCents,
+      currency: payment.currency,
+    };
+    const answer = await postToProvider(deps, CLOSE_PATH, request, closeAnswerSchema);
+    await applyFactFromProvider(db, "close", {
+      id: `close:${payment.outTradeNo}:${answer.status}`,
+      type: answer.status === "PAID" ? "payment.succeeded" : "payment.closed",
+      app_id: deps.appId,
+      out_trade_no: payment.outTradeNo,
+      transaction_id: answer.transaction_id,
+      amount_cents: payment.amountCents,
+      currency: payment.currency,
+      created_at: new Date().toISOString(),
+    });
+  }
+}
