@@ -1,22 +1,22 @@
 import { randomUUID } from "node:crypto";
 import { TRPCError } from "@trpc/server";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { AppContext } from "~/server/app-context";
 import { closeDb, createDb, pgClient } from "~/server/db/client";
 import { deleteExpiredRecords } from "~/server/idempotency";
 import { createOrder } from "~/server/orders/create-order";
 import { createCaller } from "~/server/trpc/root";
-import { testAppContext } from "./support/app-context";
-import { createTestDatabase, type TestDatabase } from "./support/database";
+import type { TestDatabase } from "./support/database";
+import { test } from "./support/fixtures";
 
 let t: TestDatabase;
 let app: AppContext;
 
-beforeAll(async () => {
-  t = await createTestDatabase({ poolSize: 30 });
-  app = testAppContext(t.db);
+// The database and the app's dependencies come from the file's fixtures (test/support/fixtures.ts).
+test.beforeAll(({ database, app: wired }) => {
+  t = database;
+  app = wired;
 });
-afterAll(() => t.drop());
 
 const shopper = () => randomUUID();
 const caller = (userId: string) => createCaller({ app, userId, requestId: randomUUID() });

@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import pino from "pino";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { operationsOverview, retryJob } from "~/server/admin/overview";
 import type { AppContext } from "~/server/app-context";
 import { type Consumer, consumeOnce } from "~/server/fulfilment/consume";
@@ -8,18 +8,18 @@ import { stockConsumer } from "~/server/fulfilment/consumers";
 import { relayOutbox } from "~/server/fulfilment/relay";
 import { handleConsumeJob, startWorker } from "~/server/fulfilment/worker";
 import { reconcile } from "~/server/reconciliation/reconcile";
-import { testAppContext } from "./support/app-context";
-import { createTestDatabase, type TestDatabase } from "./support/database";
+import type { TestDatabase } from "./support/database";
+import { test } from "./support/fixtures";
 import { placePaidOrder } from "./support/scenarios";
 
 let t: TestDatabase;
 let app: AppContext;
 
-beforeAll(async () => {
-  t = await createTestDatabase({ poolSize: 30 });
-  app = testAppContext(t.db);
+// The database and the app's dependencies come from the file's fixtures (test/support/fixtures.ts).
+test.beforeAll(({ database, app: wired }) => {
+  t = database;
+  app = wired;
 });
-afterAll(() => t.drop());
 
 async function eventOf(orderId: string, eventType: string) {
   const [event] = await t.sql<{ id: string }[]>`

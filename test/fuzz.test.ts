@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import fc from "fast-check";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { AppContext } from "~/server/app-context";
 import { createOrderOperation } from "~/server/orders/create-order";
 import { createPaymentOperation } from "~/server/payments/create-payment";
@@ -13,8 +13,8 @@ import { handleOperation } from "~/server/rest/operation";
 import { signApiToken, signSession } from "~/server/session/session";
 import { handleTrpcRequest } from "~/server/trpc/http";
 import { signBody } from "~/shared/provider-contract";
-import { testAppContext } from "./support/app-context";
-import { createTestDatabase, type TestDatabase } from "./support/database";
+import type { TestDatabase } from "./support/database";
+import { test } from "./support/fixtures";
 
 /**
  * Random and malformed input at every public procedure and route: never a 500,
@@ -28,12 +28,12 @@ const userId = randomUUID();
 const cookie = () => `checkout_session=${signSession(userId, app.sessionSecret)}`;
 const token = () => signApiToken(userId, app.sessionSecret);
 
-beforeAll(async () => {
-  t = await createTestDatabase();
-  app = testAppContext(t.db);
+// The database and the app's dependencies come from the file's fixtures (test/support/fixtures.ts).
+test.beforeAll(({ database, app: wired }) => {
+  t = database;
+  app = wired;
   rest = { app, tokensEnabled: true, logError: () => {} };
 });
-afterAll(() => t.drop());
 
 const RUNS = 60;
 

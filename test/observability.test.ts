@@ -1,10 +1,10 @@
 import { randomUUID } from "node:crypto";
 import { Writable } from "node:stream";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
+import { alertsFrom, opsFigures } from "~/server/admin/alerts";
+import { renderMetrics } from "~/server/admin/metrics";
 import type { AppContext } from "~/server/app-context";
 import { runIdempotent } from "~/server/idempotency";
-import { alertsFrom, opsFigures } from "~/server/observability/alerts";
-import { renderMetrics } from "~/server/observability/metrics";
 import { createTelemetry, type IdempotencyEvent, MinuteSeries } from "~/server/observability/observer";
 import { withRequestContext } from "~/server/observability/request-context";
 import { createOrder } from "~/server/orders/create-order";
@@ -12,17 +12,17 @@ import { createPayment } from "~/server/payments/create-payment";
 import { handlePaymentNotification } from "~/server/payments/notify";
 import { createLogger } from "~/shared/logger";
 import { signBody } from "~/shared/provider-contract";
-import { testAppContext } from "./support/app-context";
-import { createTestDatabase, type TestDatabase } from "./support/database";
+import type { TestDatabase } from "./support/database";
+import { test } from "./support/fixtures";
 
 let t: TestDatabase;
 let app: AppContext;
 
-beforeAll(async () => {
-  t = await createTestDatabase();
-  app = testAppContext(t.db);
+// The database and the app's dependencies come from the file's fixtures (test/support/fixtures.ts).
+test.beforeAll(({ database, app: wired }) => {
+  t = database;
+  app = wired;
 });
-afterAll(() => t.drop());
 
 function capture() {
   const lines: string[] = [];

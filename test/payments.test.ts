@@ -15,19 +15,20 @@ import { syncPaymentStatus, syncStalePayments } from "~/server/payments/status-q
 import { reconcile } from "~/server/reconciliation/reconcile";
 import { createCaller } from "~/server/trpc/root";
 import { type NotificationBody, payRequestSchema, signBody } from "~/shared/provider-contract";
-import { TEST_APP_ID, TEST_WEBHOOK_SECRET, testAppContext, testMockPay } from "./support/app-context";
-import { createTestDatabase, type TestDatabase } from "./support/database";
+import { TEST_APP_ID, TEST_WEBHOOK_SECRET } from "./support/app-context";
+import type { TestDatabase } from "./support/database";
+import { test } from "./support/fixtures";
 
 let t: TestDatabase;
 let app: AppContext;
 let mockPay: MockPayContext;
 
-beforeAll(async () => {
-  t = await createTestDatabase({ poolSize: 30 });
-  app = testAppContext(t.db);
-  mockPay = testMockPay(t.db);
+// The database and the app's dependencies come from the file's fixtures (test/support/fixtures.ts).
+test.beforeAll(({ database, app: wired, mockPay: wiredMockPay }) => {
+  t = database;
+  app = wired;
+  mockPay = wiredMockPay;
 });
-afterAll(() => t.drop());
 
 async function pendingPayment(quantity = 2) {
   const userId = randomUUID();

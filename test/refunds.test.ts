@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { runAdminAction } from "~/mockpay/server/admin";
 import type { MockPayContext } from "~/mockpay/server/context";
 import { confirmTrade, openTrade } from "~/mockpay/server/trades";
@@ -13,9 +13,9 @@ import { reconcile } from "~/server/reconciliation/reconcile";
 import { submitPendingRefunds } from "~/server/refunds/submit";
 import { createCaller } from "~/server/trpc/root";
 import { payRequestSchema, signBody } from "~/shared/provider-contract";
-import { testAppContext } from "./support/app-context";
-import { createTestDatabase, type TestDatabase } from "./support/database";
-import { type LoopbackApp, startLoopbackApp } from "./support/loopback-app";
+import type { TestDatabase } from "./support/database";
+import { test } from "./support/fixtures";
+import type { LoopbackApp } from "./support/loopback-app";
 import { deliverAll, payThroughProvider } from "./support/scenarios";
 
 let t: TestDatabase;
@@ -23,15 +23,12 @@ let loop: LoopbackApp;
 let app: AppContext;
 let mockPay: MockPayContext;
 
-beforeAll(async () => {
-  t = await createTestDatabase({ poolSize: 30 });
-  loop = await startLoopbackApp(testAppContext(t.db));
+// The database, and merchant and MockPay talking over loopback HTTP, come from the file's fixtures.
+test.beforeAll(({ database, loopback }) => {
+  t = database;
+  loop = loopback;
   app = loop.app;
   mockPay = loop.mockPay;
-});
-afterAll(async () => {
-  await loop.close();
-  await t.drop();
 });
 
 const callerFor = (userId: string) => createCaller({ app, userId, requestId: randomUUID() });

@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { MockPayContext } from "~/mockpay/server/context";
 import { deleteExpiredRecords } from "~/server/idempotency";
 import { createOrderOperation } from "~/server/orders/create-order";
@@ -10,9 +10,9 @@ import type { RestDeps } from "~/server/rest/http";
 import { openApiDocument } from "~/server/rest/openapi";
 import { handleOperation } from "~/server/rest/operation";
 import { signApiToken } from "~/server/session/session";
-import { testAppContext } from "./support/app-context";
-import { createTestDatabase, type TestDatabase } from "./support/database";
-import { type LoopbackApp, startLoopbackApp } from "./support/loopback-app";
+import type { TestDatabase } from "./support/database";
+import { test } from "./support/fixtures";
+import type { LoopbackApp } from "./support/loopback-app";
 import { deliverAll } from "./support/scenarios";
 
 /** The REST adapter, called with real Requests against real PostgreSQL. */
@@ -21,15 +21,12 @@ let loop: LoopbackApp;
 let deps: RestDeps;
 let mockPay: MockPayContext;
 
-beforeAll(async () => {
-  t = await createTestDatabase({ poolSize: 30 });
-  loop = await startLoopbackApp(testAppContext(t.db));
+// The database, and merchant and MockPay talking over loopback HTTP, come from the file's fixtures.
+test.beforeAll(({ database, loopback }) => {
+  t = database;
+  loop = loopback;
   deps = { app: loop.app, tokensEnabled: true, logError: () => {} };
   mockPay = loop.mockPay;
-});
-afterAll(async () => {
-  await loop.close();
-  await t.drop();
 });
 
 async function newShopper(): Promise<string> {

@@ -1,11 +1,11 @@
 import { getEnv } from "~/env";
+import { alertsFrom, opsFigures } from "~/server/admin/alerts";
 import { getLogger } from "~/shared/logger";
 import { every } from "~/shared/periodic";
 import { getAppContext } from "./app-context";
 import type { ConsumeHooks } from "./fulfilment/consume";
 import { type RunningWorker, startWorker } from "./fulfilment/worker";
 import { deleteExpiredRecords } from "./idempotency";
-import { alertsFrom, opsFigures } from "./observability/alerts";
 import { syncStalePayments } from "./payments/status-query";
 
 interface RunningJobs {

@@ -1,4 +1,5 @@
 import { desc, inArray, sql } from "drizzle-orm";
+import { alertsFrom, opsFigures } from "~/server/admin/alerts";
 import type { Db } from "~/server/db/client";
 import {
   idempotencyRecord,
@@ -8,7 +9,6 @@ import {
   paymentOrder,
   refundOrder,
 } from "~/server/db/schema";
-import { alertsFrom, opsFigures } from "~/server/observability/alerts";
 import { listNotificationIssues } from "~/server/payments/queries";
 import { reconcile } from "~/server/reconciliation/reconcile";
 

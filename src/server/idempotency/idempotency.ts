@@ -2,8 +2,8 @@ import { sql } from "drizzle-orm";
 import type postgres from "postgres";
 import { type Db, type HeldConnection, holdConnection, type Tx } from "~/server/db/client";
 import { DomainError, type DomainErrorCode, isDomainError, unavailableIfTransient } from "~/server/errors";
-import type { IdempotencyEvent, IdempotencyOutcome } from "~/server/observability/observer";
 import { pipelined } from "~/shared/postgres-driver";
+import type { IdempotencyEvent, IdempotencyOutcome } from "./events";
 import { fingerprint as fingerprintOf } from "./fingerprint";
 
 /**

@@ -1,25 +1,9 @@
 import type { Logger } from "pino";
 import { Counter, Registry } from "prom-client";
+import type { IdempotencyEvent } from "~/server/idempotency/events";
 import { currentRequestId } from "./request-context";
 
-/** What happened to one idempotent call. */
-export type IdempotencyOutcome =
-  | "first"
-  | "replayed"
-  | "stored_error"
-  | "replayed_error"
-  | "conflict"
-  | "mismatch"
-  | "released"
-  | "unavailable";
-
-export interface IdempotencyEvent {
-  bizType: string;
-  key: string;
-  scope: string;
-  outcome: IdempotencyOutcome;
-  durationMs: number;
-}
+export type { IdempotencyEvent, IdempotencyOutcome } from "~/server/idempotency/events";
 
 export interface NotificationEvent {
   outcome: string;

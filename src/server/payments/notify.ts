@@ -1,20 +1,15 @@
-import { and, eq, inArray, sql } from "drizzle-orm";
+import { eq, sql } from "drizzle-orm";
 import type { Db, Tx } from "~/server/db/client";
-import {
-  type NotificationOutcome,
-  orders,
-  outboxEvent,
-  paymentNotification,
-  paymentOrder,
-  refundOrder,
-} from "~/server/db/schema";
+import { orders, outboxEvent, paymentNotification, paymentOrder } from "~/server/db/schema";
 import type { Observer } from "~/server/observability/observer";
+import { applyRefundSucceeded } from "~/server/refunds/complete-refund";
 import {
   MERCHANT_SUCCESS_BODY,
   type NotificationBody,
   notificationBodySchema,
   verifyBodySignature,
 } from "~/shared/provider-contract";
+import { ok, refuse, type Verdict } from "./verdict";
 
 export interface NotifyDeps {
   webhookSecret: string;
@@ -34,31 +29,6 @@ export interface NotifyAnswer {
   httpStatus: number;
   body: { code: "SUCCESS" | "FAIL"; message?: string };
 }
-
-export interface Verdict {
-  outcome: NotificationOutcome;
-  httpStatus: number;
-  detail: string;
-  alert?: boolean;
-}
-
-const ok = (outcome: NotificationOutcome, detail: string, alert = false): Verdict => ({
-  outcome,
-  httpStatus: 200,
-  detail,
-  alert,
-});
-const refuse = (
-  outcome: NotificationOutcome,
-  httpStatus: number,
-  detail: string,
-  alert = false,
-): Verdict => ({
-  outcome,
-  httpStatus,
-  detail,
-  alert,
-});
 
 /**
  * The merchant's side of a provider notification. Checks, in order: signature
@@ -250,74 +220,4 @@ async function applyClosed(tx: Tx, paymentId: string): Promise<Verdict> {
     .returning({ id: paymentOrder.id });
   if (closed) return ok("PROCESSED", "payment closed");
   return ok("IGNORED", "payment already decided; a late close changes nothing");
-}
-
-async function applyRefundSucceeded(
-  tx: Tx,
-  payment: typeof paymentOrder.$inferSelect,
-  n: NotificationBody,
-): Promise<Verdict> {
-  if (!n.refund_no) return refuse("MALFORMED", 400, "a refund notification needs refund_no");
-  const [refund] = await tx.select().from(refundOrder).where(eq(refundOrder.refundNo, n.refund_no));
-  if (!refund || refund.paymentId !== payment.id) {
-    return refuse("UNKNOWN_PAYMENT", 404, `no refund ${n.refund_no} for payment ${n.out_trade_no}`);
-  }
-  if (refund.amountCents !== n.amount_cents || refund.currency !== n.currency) {
-    return refuse(
-      "AMOUNT_MISMATCH",
-      400,
-      `refund ${n.refund_no}: expected ${refund.amountCents} ${refund.currency}, notified ${n.amount_cents} ${n.currency}`,
-      true,
-    );
-  }
-  // One refund completes at a time per payment (recordRefund takes the same lock): two refunds
-  // succeeding together would each sum the successes without the other's and both miss "fully refunded".
-  await tx
-    .select({ id: paymentOrder.id })
-    .from(paymentOrder)
-    .where(eq(paymentOrder.id, payment.id))
-    .for("update");
-  const [moved] = await tx
-    .update(refundOrder)
-    .set({ status: "REFUND_SUCCESS", updatedAt: sql`now()` })
-    .where(
-      and(
-        eq(refundOrder.id, refund.id),
-        inArray(refundOrder.status, ["REFUND_CREATED", "REFUND_PROCESSING"]),
-      ),
-    )
-    .returning({ id: refundOrder.id });
-  if (!moved) {
-    return refund.status === "REFUND_SUCCESS"
-      ? ok("DUPLICATE", "refund already processed")
-      : ok("DUPLICATE", `refund ${n.refund_no} is ${refund.status} here but succeeded at the provider`, true);
-  }
-  const [totals] = await tx
-    .select({ refunded: sql<string>`coalesce(sum(${refundOrder.amountCents}), 0)` })
-    .from(refundOrder)
-    .where(and(eq(refundOrder.paymentId, payment.id), eq(refundOrder.status, "REFUND_SUCCESS")));
-  const fullyRefunded = Number(totals?.refunded ?? 0) === payment.amountCents;
-  if (fullyRefunded) {
-    await tx
-      .update(orders)
-      .set({ status: "REFUNDED", updatedAt: sql`now()` })
-      .where(and(eq(orders.id, payment.orderId), inArray(orders.status, ["PAID", "SHIPPED", "STOCK_SHORT"])));
-  }
-  await tx
-    .insert(outboxEvent)
-    .values({
-      eventType: "RefundSucceeded",
-      aggregateType: "order",
-      aggregateId: payment.orderId,
-      dedupeKey: `RefundSucceeded:${refund.refundNo}`,
-      payload: {
-        orderId: payment.orderId,
-        refundId: refund.id,
-        refundNo: refund.refundNo,
-        amountCents: refund.amountCents,
-        fullyRefunded,
-      },
-    })
-    .onConflictDoNothing({ target: outboxEvent.dedupeKey });
-  return ok("PROCESSED", fullyRefunded ? "refund succeeded; order fully refunded" : "refund succeeded");
 }

@@ -1,6 +1,6 @@
 import { getEnv } from "~/env";
+import { renderMetrics } from "~/server/admin/metrics";
 import { getAppContext } from "~/server/app-context";
-import { renderMetrics } from "~/server/observability/metrics";
 import { isAdminRequest } from "~/shared/admin-auth";
 
 /** Prometheus metrics; needs the admin token (Authorization: Bearer …). */

@@ -1,17 +1,17 @@
-import { normaliseLines } from "~/server/orders/create-order";
-import { insertOrderUnprotected } from "~/server/orders/plain-order";
+import { insertOrder, normaliseLines } from "~/server/orders/create-order";
 import { createOrderInput } from "~/server/orders/schema";
 import { router, shopperProcedure } from "~/server/trpc/init";
 
 /**
  * The benchmark's baseline: the same procedure stack as `checkout.createOrder`
- * (session, validation, transformer, error mapping) and the same insert, with
- * no idempotency record. Served only when BENCH_ROUTES=true, at /api/bench/trpc.
+ * (session, validation, transformer, error mapping) and the same business insert
+ * (`insertOrder`, in one transaction), with no idempotency record. Served only
+ * when BENCH_ROUTES=true, at /api/bench/trpc; nothing else may use it.
  */
 export const benchRouter = router({
   placeOrderUnprotected: shopperProcedure
     .input(createOrderInput)
     .mutation(({ ctx, input }) =>
-      insertOrderUnprotected(ctx.app.db, ctx.userId, input.requestId, normaliseLines(input.items)),
+      ctx.app.db.transaction((tx) => insertOrder(tx, ctx.userId, input.requestId, normaliseLines(input.items))),
     ),
 });

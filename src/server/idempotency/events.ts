@@ -1,0 +1,22 @@
+/**
+ * What the core tells its observer (logs, metrics) about each call. The core owns
+ * these types, so it depends on nothing above it; observability reads them.
+ */
+/** What happened to one idempotent call. */
+export type IdempotencyOutcome =
+  | "first"
+  | "replayed"
+  | "stored_error"
+  | "replayed_error"
+  | "conflict"
+  | "mismatch"
+  | "released"
+  | "unavailable";
+
+export interface IdempotencyEvent {
+  bizType: string;
+  key: string;
+  scope: string;
+  outcome: IdempotencyOutcome;
+  durationMs: number;
+}

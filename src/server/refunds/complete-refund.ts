@@ -1,0 +1,81 @@
+import { and, eq, inArray, sql } from "drizzle-orm";
+import type { Tx } from "~/server/db/client";
+import { orders, outboxEvent, paymentOrder, refundOrder } from "~/server/db/schema";
+import { ok, refuse, type Verdict } from "~/server/payments/verdict";
+import type { NotificationBody } from "~/shared/provider-contract";
+
+/**
+ * The provider says a refund succeeded (a notification, or the answer to a status
+ * query): REFUND_CREATED/PROCESSING → SUCCESS once; the order becomes REFUNDED when
+ * the successes add up to what was paid; RefundSucceeded goes to the outbox in the
+ * same transaction.
+ */
+export async function applyRefundSucceeded(
+  tx: Tx,
+  payment: typeof paymentOrder.$inferSelect,
+  n: NotificationBody,
+): Promise<Verdict> {
+  if (!n.refund_no) return refuse("MALFORMED", 400, "a refund notification needs refund_no");
+  const [refund] = await tx.select().from(refundOrder).where(eq(refundOrder.refundNo, n.refund_no));
+  if (!refund || refund.paymentId !== payment.id) {
+    return refuse("UNKNOWN_PAYMENT", 404, `no refund ${n.refund_no} for payment ${n.out_trade_no}`);
+  }
+  if (refund.amountCents !== n.amount_cents || refund.currency !== n.currency) {
+    return refuse(
+      "AMOUNT_MISMATCH",
+      400,
+      `refund ${n.refund_no}: expected ${refund.amountCents} ${refund.currency}, notified ${n.amount_cents} ${n.currency}`,
+      true,
+    );
+  }
+  // One refund completes at a time per payment (recordRefund takes the same lock): two refunds
+  // succeeding together would each sum the successes without the other's and both miss "fully refunded".
+  await tx
+    .select({ id: paymentOrder.id })
+    .from(paymentOrder)
+    .where(eq(paymentOrder.id, payment.id))
+    .for("update");
+  const [moved] = await tx
+    .update(refundOrder)
+    .set({ status: "REFUND_SUCCESS", updatedAt: sql`now()` })
+    .where(
+      and(
+        eq(refundOrder.id, refund.id),
+        inArray(refundOrder.status, ["REFUND_CREATED", "REFUND_PROCESSING"]),
+      ),
+    )
+    .returning({ id: refundOrder.id });
+  if (!moved) {
+    return refund.status === "REFUND_SUCCESS"
+      ? ok("DUPLICATE", "refund already processed")
+      : ok("DUPLICATE", `refund ${n.refund_no} is ${refund.status} here but succeeded at the provider`, true);
+  }
+  const [totals] = await tx
+    .select({ refunded: sql<string>`coalesce(sum(${refundOrder.amountCents}), 0)` })
+    .from(refundOrder)
+    .where(and(eq(refundOrder.paymentId, payment.id), eq(refundOrder.status, "REFUND_SUCCESS")));
+  const fullyRefunded = Number(totals?.refunded ?? 0) === payment.amountCents;
+  if (fullyRefunded) {
+    await tx
+      .update(orders)
+      .set({ status: "REFUNDED", updatedAt: sql`now()` })
+      .where(and(eq(orders.id, payment.orderId), inArray(orders.status, ["PAID", "SHIPPED", "STOCK_SHORT"])));
+  }
+  await tx
+    .insert(outboxEvent)
+    .values({
+      eventType: "RefundSucceeded",
+      aggregateType: "order",
+      aggregateId: payment.orderId,
+      dedupeKey: `RefundSucceeded:${refund.refundNo}`,
+      payload: {
+        orderId: payment.orderId,
+        refundId: refund.id,
+        refundNo: refund.refundNo,
+        amountCents: refund.amountCents,
+        fullyRefunded,
+      },
+    })
+    .onConflictDoNothing({ target: outboxEvent.dedupeKey });
+  return ok("PROCESSED", fullyRefunded ? "refund succeeded; order fully refunded" : "refund succeeded");
+}
