@@ -1,0 +1,23 @@
+import type autocannon from "autocannon";
+import type { Db } from "~/server/db/client";
+import type { AppProcess } from "../app-process";
+import type { CpuMeter } from "../cpu";
+import type { Row } from "./settings";
+
+/** What every scenario works with: the database, the running app, its first shopper, and the table. */
+export interface Bench {
+  db: Db;
+  url: string;
+  app: AppProcess;
+  cookie: string;
+  userId: string;
+  rows: Row[];
+  cleanups: Array<() => Promise<void>>;
+  count(sql: string): Promise<number>;
+  /** Requests still in flight when the load stopped commit a moment later: count once nothing changes. */
+  settled(sql: string): Promise<number>;
+  appCpu(): number;
+  meter(): CpuMeter;
+  total(r: autocannon.Result): number;
+  add(scenario: string, r: autocannon.Result, correctness: string, ok: boolean, cpu: CpuMeter): void;
+}

@@ -1,0 +1,30 @@
+/** The benchmark's options (see scripts/bench.ts) and the shape of one result row. */
+const args = new Map(
+  process.argv.slice(2).map((a) => {
+    const [k, v] = a.replace(/^--/, "").split("=");
+    return [k ?? "", v ?? "true"] as const;
+  }),
+);
+export const tiny = args.has("tiny");
+export const DURATION = Number(args.get("duration") ?? (tiny ? 1 : 10));
+export const WARMUP = Number(args.get("warmup") ?? (tiny ? 1 : 3));
+export const ROUNDS = Number(args.get("rounds") ?? (tiny ? 1 : 3));
+export const CONNECTIONS = Number(args.get("connections") ?? (tiny ? 4 : 20));
+export const STORM = Number(args.get("storm") ?? (tiny ? 50 : 500));
+export const PAID = Number(args.get("orders") ?? (tiny ? 5 : 100));
+export const SECRET = "whsec_bench_secret_0123456789";
+
+export interface Row {
+  scenario: string;
+  requestsPerSec: number;
+  /** CPU per request of the app process(es) (for the floor: this process) and of PostgreSQL. */
+  appCpuMs?: number;
+  dbCpuMs?: number;
+  p50Ms: number;
+  p99Ms: number;
+  peakRssMb: number | null;
+  correctness: string;
+  ok: boolean;
+}
+
+export const log = (m: string) => console.log(`[bench] ${m}`);
