@@ -1,13 +1,8 @@
 import { sql } from "drizzle-orm";
-import {
-  type CloseAnswer,
-  closeRequestSchema,
-  signBody,
-  verifyBodySignature,
-} from "~/shared/provider-contract";
+import { type CloseAnswer, closeRequestSchema } from "~/shared/provider-contract";
 import type { MockPayDb } from "./db";
-import type { SignedAnswer } from "./refunds";
 import { providerTrade } from "./schema";
+import { readSignedRequest, refused, type SignedAnswer, signedAnswer } from "./signed";
 import { cancelTrade } from "./trades";
 
 /**
@@ -23,18 +18,9 @@ export async function processCloseRequest(
   secret: string,
   nowS = Math.floor(Date.now() / 1000),
 ): Promise<SignedAnswer> {
-  const check = verifyBodySignature(secret, raw.body, raw.signature, nowS, 300);
-  if (check !== "OK")
-    return { status: 401, body: JSON.stringify({ message: `signature: ${check}` }), signature: null };
-  let parsed: ReturnType<typeof closeRequestSchema.safeParse>;
-  try {
-    parsed = closeRequestSchema.safeParse(JSON.parse(raw.body));
-  } catch {
-    return { status: 400, body: JSON.stringify({ message: "body is not JSON" }), signature: null };
-  }
-  if (!parsed.success)
-    return { status: 400, body: JSON.stringify({ message: "malformed close request" }), signature: null };
-  const request = parsed.data;
+  const read = readSignedRequest(raw, closeRequestSchema, secret, nowS);
+  if ("refused" in read) return read.refused;
+  const { request } = read;
 
   await db
     .insert(providerTrade)
@@ -51,17 +37,12 @@ export async function processCloseRequest(
     .onConflictDoNothing({ target: [providerTrade.appId, providerTrade.outTradeNo] });
   const trade = await cancelTrade(db, request.app_id, request.out_trade_no);
   if (trade.amountCents !== request.amount_cents || trade.currency !== request.currency) {
-    return {
-      status: 400,
-      body: JSON.stringify({ message: "amount differs from the trade's" }),
-      signature: null,
-    };
+    return refused(400, "amount differs from the trade's");
   }
   const answer: CloseAnswer = {
     out_trade_no: trade.outTradeNo,
     status: trade.status === "PAID" ? "PAID" : "CLOSED",
     transaction_id: trade.transactionId,
   };
-  const body = JSON.stringify(answer);
-  return { status: 200, body, signature: signBody(secret, body, nowS) };
+  return signedAnswer(answer, secret, nowS);
 }

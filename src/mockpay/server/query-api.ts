@@ -1,13 +1,7 @@
-import { signBody, tradeQueryPath, verifyQuery } from "~/shared/provider-contract";
+import { tradeQueryPath, verifyQuery } from "~/shared/provider-contract";
 import type { MockPayDb } from "./db";
+import { refused, type SignedAnswer, signedAnswer } from "./signed";
 import { tradeStatus } from "./trades";
-
-export interface QueryAnswer {
-  status: number;
-  body: string;
-  /** The answer's own signature (over the body), for the Provider-Signature header. */
-  signature: string | null;
-}
 
 /** MockPay's status query, as its HTTP route serves it: the request must be signed, and so is the answer. */
 export async function answerStatusQuery(
@@ -15,7 +9,7 @@ export async function answerStatusQuery(
   request: { appId: string; outTradeNo: string; signature: string | null },
   secret: string,
   nowS = Math.floor(Date.now() / 1000),
-): Promise<QueryAnswer> {
+): Promise<SignedAnswer> {
   const check = verifyQuery(
     secret,
     tradeQueryPath(request.appId, request.outTradeNo),
@@ -23,13 +17,6 @@ export async function answerStatusQuery(
     nowS,
     300,
   );
-  if (check !== "OK") {
-    return {
-      status: 401,
-      body: JSON.stringify({ code: "FAIL", message: `signature: ${check}` }),
-      signature: null,
-    };
-  }
-  const body = JSON.stringify(await tradeStatus(db, request.appId, request.outTradeNo));
-  return { status: 200, body, signature: signBody(secret, body, nowS) };
+  if (check !== "OK") return refused(401, `signature: ${check}`);
+  return signedAnswer(await tradeStatus(db, request.appId, request.outTradeNo), secret, nowS);
 }

@@ -1,19 +1,9 @@
 import { and, eq, sql } from "drizzle-orm";
-import {
-  type RefundAnswer,
-  refundRequestSchema,
-  signBody,
-  verifyBodySignature,
-} from "~/shared/provider-contract";
+import { type RefundAnswer, refundRequestSchema } from "~/shared/provider-contract";
 import type { MockPayDb } from "./db";
 import { providerRefund, providerTrade } from "./schema";
+import { readSignedRequest, type SignedAnswer, signedAnswer } from "./signed";
 import { queueNotification } from "./trades";
-
-export interface SignedAnswer {
-  status: number;
-  body: string;
-  signature: string | null;
-}
 
 /**
  * MockPay's refund API. Idempotent by (trade, refund_no): the same request
@@ -27,18 +17,9 @@ export async function processRefundRequest(
   secret: string,
   nowS = Math.floor(Date.now() / 1000),
 ): Promise<SignedAnswer> {
-  const check = verifyBodySignature(secret, raw.body, raw.signature, nowS, 300);
-  if (check !== "OK")
-    return { status: 401, body: JSON.stringify({ message: `signature: ${check}` }), signature: null };
-  let parsed: ReturnType<typeof refundRequestSchema.safeParse>;
-  try {
-    parsed = refundRequestSchema.safeParse(JSON.parse(raw.body));
-  } catch {
-    return { status: 400, body: JSON.stringify({ message: "body is not JSON" }), signature: null };
-  }
-  if (!parsed.success)
-    return { status: 400, body: JSON.stringify({ message: "malformed refund" }), signature: null };
-  const request = parsed.data;
+  const read = readSignedRequest(raw, refundRequestSchema, secret, nowS);
+  if ("refused" in read) return read.refused;
+  const { request } = read;
 
   const answer = await db.transaction(async (tx): Promise<RefundAnswer> => {
     const reject = (reason: string): RefundAnswer => ({
@@ -82,6 +63,5 @@ export async function processRefundRequest(
     });
     return { refund_no: request.refund_no, status: "ACCEPTED" };
   });
-  const body = JSON.stringify(answer);
-  return { status: 200, body, signature: signBody(secret, body, nowS) };
+  return signedAnswer(answer, secret, nowS);
 }

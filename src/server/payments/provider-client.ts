@@ -1,6 +1,6 @@
 import type { z } from "zod";
 import { serviceUnavailable } from "~/server/errors";
-import { SIGNATURE_HEADER, signBody, verifyBodySignature } from "~/shared/provider-contract";
+import { SIGNATURE_HEADER, signBody, signQuery, verifyBodySignature } from "~/shared/provider-contract";
 
 /** What the merchant needs to call its payment provider's signed APIs. */
 export interface ProviderClientDeps {
@@ -15,28 +15,51 @@ export interface ProviderClientDeps {
 }
 
 /**
- * A signed POST to the provider, and its signed answer parsed by `schema`. An
- * unreachable provider, an error status or an answer that fails its signature is
- * SERVICE_UNAVAILABLE: nothing is known, and the caller retries with the same key.
+ * The merchant's one client for the provider's signed APIs: the request is signed,
+ * and the answer is believed only with a valid signature. An unreachable provider,
+ * an error status or an answer that fails its signature is SERVICE_UNAVAILABLE:
+ * nothing is known, and the caller tries again later (with the same key).
  */
-export async function postToProvider<S extends z.ZodType>(
+export function postToProvider<S extends z.ZodType>(
   deps: ProviderClientDeps,
   path: string,
   request: unknown,
   schema: S,
 ): Promise<z.output<S>> {
   const body = JSON.stringify(request);
+  return callProvider(deps, path, schema, (nowS) => ({
+    method: "POST",
+    headers: {
+      "content-type": "application/json",
+      [SIGNATURE_HEADER]: signBody(deps.webhookSecret, body, nowS),
+    },
+    body,
+  }));
+}
+
+/** A signed GET (the status query): the signed text is the method and the path with its query. */
+export function getFromProvider<S extends z.ZodType>(
+  deps: ProviderClientDeps,
+  path: string,
+  schema: S,
+): Promise<z.output<S>> {
+  return callProvider(deps, path, schema, (nowS) => ({
+    headers: { [SIGNATURE_HEADER]: signQuery(deps.webhookSecret, path, nowS) },
+  }));
+}
+
+async function callProvider<S extends z.ZodType>(
+  deps: ProviderClientDeps,
+  path: string,
+  schema: S,
+  init: (nowS: number) => RequestInit,
+): Promise<z.output<S>> {
   const nowS = () => Math.floor((deps.now?.() ?? new Date()).getTime() / 1000);
   let response: Response;
   let text: string;
   try {
     response = await (deps.fetchFn ?? fetch)(`${deps.providerBaseUrl}${path}`, {
-      method: "POST",
-      headers: {
-        "content-type": "application/json",
-        [SIGNATURE_HEADER]: signBody(deps.webhookSecret, body, nowS()),
-      },
-      body,
+      ...init(nowS()),
       signal: AbortSignal.timeout(deps.timeoutMs ?? 5_000),
     });
     text = await response.text();
@@ -55,7 +78,8 @@ export async function postToProvider<S extends z.ZodType>(
     nowS(),
     deps.toleranceS,
   );
-  if (check !== "OK")
-    throw serviceUnavailable(new Error(`provider's answer to ${path} failed its signature: ${check}`));
+  if (check !== "OK") {
+    throw serviceUnavailable(new Error(`provider's answer to ${path} failed its signature check: ${check}`));
+  }
   return schema.parse(JSON.parse(text));
 }

@@ -1,25 +1,17 @@
 import { and, eq, inArray, sql } from "drizzle-orm";
 import type { Db } from "~/server/db/client";
 import { orders, paymentOrder, refundOrder } from "~/server/db/schema";
-import { serviceUnavailable } from "~/server/errors";
 import { getOwnedOrder } from "~/server/orders/queries";
 import {
   type NotificationBody,
-  SIGNATURE_HEADER,
-  signQuery,
   type TradeStatus,
   tradeQueryPath,
   tradeStatusSchema,
-  verifyBodySignature,
 } from "~/shared/provider-contract";
 import { applyProviderFact, type NotifyDeps, recordReceived } from "./notify";
+import { getFromProvider, type ProviderClientDeps } from "./provider-client";
 
-export interface StatusQueryDeps extends NotifyDeps {
-  /** Where the provider's API is (the mock provider lives in this app). */
-  providerBaseUrl: string;
-  fetchFn?: typeof fetch;
-  timeoutMs?: number;
-}
+export interface StatusQueryDeps extends NotifyDeps, ProviderClientDeps {}
 
 export interface SyncResult {
   outTradeNo: string;
@@ -107,31 +99,8 @@ export function applyFactFromProvider(db: Db, via: "query" | "close", fact: Noti
   });
 }
 
-async function queryProvider(outTradeNo: string, deps: StatusQueryDeps): Promise<TradeStatus> {
-  const path = tradeQueryPath(deps.appId, outTradeNo);
-  const nowS = () => Math.floor((deps.now?.() ?? new Date()).getTime() / 1000);
-  let response: Response;
-  try {
-    response = await (deps.fetchFn ?? fetch)(`${deps.providerBaseUrl}${path}`, {
-      headers: { [SIGNATURE_HEADER]: signQuery(deps.webhookSecret, path, nowS()) },
-      signal: AbortSignal.timeout(deps.timeoutMs ?? 5_000),
-    });
-  } catch (error) {
-    throw serviceUnavailable(error);
-  }
-  const text = await response.text();
-  if (!response.ok)
-    throw serviceUnavailable(new Error(`provider answered ${response.status}: ${text.slice(0, 200)}`));
-  const check = verifyBodySignature(
-    deps.webhookSecret,
-    text,
-    response.headers.get(SIGNATURE_HEADER),
-    nowS(),
-    deps.toleranceS,
-  );
-  if (check !== "OK")
-    throw serviceUnavailable(new Error(`provider answer failed its signature check: ${check}`));
-  return tradeStatusSchema.parse(JSON.parse(text));
+function queryProvider(outTradeNo: string, deps: StatusQueryDeps): Promise<TradeStatus> {
+  return getFromProvider(deps, tradeQueryPath(deps.appId, outTradeNo), tradeStatusSchema);
 }
 
 /**

@@ -1,22 +1,10 @@
 import { and, eq, sql } from "drizzle-orm";
 import type { Db } from "~/server/db/client";
 import { paymentOrder, type RefundStatus, refundOrder } from "~/server/db/schema";
-import {
-  type RefundRequest,
-  refundAnswerSchema,
-  SIGNATURE_HEADER,
-  signBody,
-  verifyBodySignature,
-} from "~/shared/provider-contract";
+import { type ProviderClientDeps, postToProvider } from "~/server/payments/provider-client";
+import { type RefundRequest, refundAnswerSchema } from "~/shared/provider-contract";
 
-export interface RefundDeps {
-  appId: string;
-  webhookSecret: string;
-  providerBaseUrl: string;
-  toleranceS: number;
-  fetchFn?: typeof fetch;
-  timeoutMs?: number;
-}
+export type RefundDeps = ProviderClientDeps;
 
 /**
  * Sends a REFUND_CREATED refund to the provider. The provider is idempotent by
@@ -40,28 +28,7 @@ export async function submitRefund(db: Db, refundNo: string, deps: RefundDeps): 
     amount_cents: row.refund.amountCents,
     currency: row.refund.currency,
   };
-  const body = JSON.stringify(request);
-  const nowS = Math.floor(Date.now() / 1000);
-  const response = await (deps.fetchFn ?? fetch)(`${deps.providerBaseUrl}/provider/api/refunds`, {
-    method: "POST",
-    headers: {
-      "content-type": "application/json",
-      [SIGNATURE_HEADER]: signBody(deps.webhookSecret, body, nowS),
-    },
-    body,
-    signal: AbortSignal.timeout(deps.timeoutMs ?? 5_000),
-  });
-  const text = await response.text();
-  if (!response.ok) throw new Error(`provider answered ${response.status}`);
-  const check = verifyBodySignature(
-    deps.webhookSecret,
-    text,
-    response.headers.get(SIGNATURE_HEADER),
-    nowS,
-    deps.toleranceS,
-  );
-  if (check !== "OK") throw new Error(`provider's refund answer failed its signature check: ${check}`);
-  const answer = refundAnswerSchema.parse(JSON.parse(text));
+  const answer = await postToProvider(deps, "/provider/api/refunds", request, refundAnswerSchema);
   const [moved] = await db
     .update(refundOrder)
     .set(
