@@ -218,6 +218,15 @@ describe("payments.create", () => {
     expect((await state(order.orderId))?.payments).toBe(1);
   });
 
+  it("answers the same pay link every time, also a second later (CI once saw two links for one payment)", async () => {
+    const { userId, order, payment } = await pendingPayment();
+    await new Promise((resolve) => setTimeout(resolve, 1_100));
+    const again = await createCaller({ app, userId, requestId: randomUUID() }).payments.create({
+      orderId: order.orderId,
+    });
+    expect(again).toMatchObject({ outTradeNo: payment.outTradeNo, payUrl: payment.payUrl, replayed: true });
+  });
+
   it("refuses an order that is paid, or another shopper's order", async () => {
     const { userId, order, payment } = await pendingPayment();
     await deliver(successBody(payment.outTradeNo, payment.amountCents));

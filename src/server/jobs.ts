@@ -13,7 +13,7 @@ interface RunningJobs {
   worker?: Promise<RunningWorker | undefined>;
 }
 
-// On globalThis: the server (scripts/serve.ts) and Next's instrumentation hook load this module separately.
+// On globalThis: two copies of this module load in the production server (why: src/host/server.ts).
 const globalForJobs = globalThis as unknown as { checkoutJobs?: RunningJobs };
 
 /** The merchant's background work in an app instance. Safe to run in every instance at once. */

@@ -17,7 +17,7 @@ export interface MockPayContext {
 
 const globalForMockPay = globalThis as unknown as { mockPay?: MockPayContext };
 
-/** Opened on first use; on globalThis for the reason in src/server/http/server.ts (two module copies). */
+/** Opened on first use; on globalThis for the reason in src/host/server.ts (two module copies). */
 export function getMockPayContext(): MockPayContext {
   if (globalForMockPay.mockPay) return globalForMockPay.mockPay;
   const env = getEnv();

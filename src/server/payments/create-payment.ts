@@ -123,8 +123,12 @@ function newOutTradeNo(): string {
   return `P${Date.now().toString(36).toUpperCase()}${randomBytes(6).toString("hex").toUpperCase()}`;
 }
 
+/**
+ * The pay link of a payment. Signed with the payment's own creation time, so every answer for
+ * one payment (a double click, a retry, a replay) carries the very same link.
+ */
 function payUrl(
-  payment: { outTradeNo: string; amountCents: number; currency: string },
+  payment: { outTradeNo: string; amountCents: number; currency: string; createdAt: Date },
   orderId: string,
   deps: PaymentDeps,
 ): string {
@@ -135,7 +139,7 @@ function payUrl(
     currency: payment.currency,
     notify_url: `${deps.baseUrl}/api/payments/notify`,
     return_url: `/orders/${orderId}`,
-    t: Math.floor((deps.now?.() ?? new Date()).getTime() / 1000),
+    t: Math.floor(payment.createdAt.getTime() / 1000),
   };
   const query = new URLSearchParams({
     ...Object.fromEntries(Object.entries(params).map(([k, v]) => [k, String(v)])),
