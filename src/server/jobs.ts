@@ -50,7 +50,9 @@ export function startMerchantJobs(): void {
     );
   }
   startAlertLog(timers);
-  globalForJobs.checkoutJobs = { timers, worker: getEnv().WORKER_IN_APP ? startEventWorker() : undefined };
+  const jobs: RunningJobs = { timers };
+  globalForJobs.checkoutJobs = jobs;
+  if (getEnv().WORKER_IN_APP) jobs.worker = startEventWorker({ retry: true });
 }
 
 /** Stops the timers and lets the event worker finish its running jobs (graceful shutdown). */
@@ -62,23 +64,31 @@ export async function stopMerchantJobs(): Promise<void> {
   await (await jobs.worker)?.stop();
 }
 
-/** Outbox relay and idempotent consumers, in this process (WORKER_IN_APP) or via `npm run worker`. */
-export async function startEventWorker() {
+/**
+ * Outbox relay and idempotent consumers, in this process (WORKER_IN_APP) or via `npm run worker`.
+ * `retry`: keep trying to start while the database is away (an app instance must not come up without
+ * its worker for good); the worker script exits instead and is restarted by whoever runs it.
+ */
+export async function startEventWorker({ retry = false }: { retry?: boolean } = {}) {
   const env = getEnv();
-  try {
-    return await startWorker(getAppContext().db, {
-      connectionString: env.databaseUrl,
-      concurrency: env.WORKER_CONCURRENCY,
-      relayIntervalMs: env.OUTBOX_RELAY_INTERVAL_MS,
-      refunds: { ...getAppContext().payments, intervalMs: 1_000 },
-      log: getLogger(),
-      observer: getAppContext().telemetry.observer,
-      heartbeatMs: env.WORKER_HEARTBEAT_MS,
-      hooks: env.FAULT_CONSUMER_CRASH_RATE > 0 ? crashAfterCommit(env.FAULT_CONSUMER_CRASH_RATE) : undefined,
-    });
-  } catch (err) {
-    getLogger().error({ err }, "the event worker could not start");
-    return undefined;
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await startWorker(getAppContext().db, {
+        connectionString: env.databaseUrl,
+        concurrency: env.WORKER_CONCURRENCY,
+        relayIntervalMs: env.OUTBOX_RELAY_INTERVAL_MS,
+        refunds: { ...getAppContext().payments, intervalMs: 1_000 },
+        log: getLogger(),
+        observer: getAppContext().telemetry.observer,
+        heartbeatMs: env.WORKER_HEARTBEAT_MS,
+        hooks:
+          env.FAULT_CONSUMER_CRASH_RATE > 0 ? crashAfterCommit(env.FAULT_CONSUMER_CRASH_RATE) : undefined,
+      });
+    } catch (err) {
+      getLogger().error({ err, attempt }, "the event worker could not start");
+      if (!retry || !globalForJobs.checkoutJobs) return undefined;
+      await new Promise((resolve) => setTimeout(resolve, Math.min(250 * 2 ** attempt, 5_000)));
+    }
   }
 }
 

@@ -1,7 +1,7 @@
 import { EventEmitter } from "node:events";
 import { hostname } from "node:os";
 import { eq, sql } from "drizzle-orm";
-import { Logger, run, type WorkerEvents } from "graphile-worker";
+import { Logger, type Runner, run, type WorkerEvents } from "graphile-worker";
 import type { Logger as Pino } from "pino";
 import type { Db } from "~/server/db/client";
 import { outboxEvent } from "~/server/db/schema";
@@ -32,6 +32,8 @@ const MISSED_BEATS = 5;
 
 export interface RunningWorker {
   stop(): Promise<void>;
+  /** The graphile-worker runner now taking jobs (replaced when one stops by itself); for tests. */
+  currentRunner(): Runner | undefined;
 }
 
 /** Handles one queued delivery: load the event, run the named consumer once. */
@@ -64,26 +66,70 @@ export async function startWorker(db: Db, options: WorkerOptions): Promise<Runni
   const poolIds = new Set<string>();
   events.on("pool:create", ({ workerPool }) => poolIds.add(workerPool.id));
   events.on("pool:release", ({ workerPool }) => poolIds.delete(workerPool.id));
-  const runner = await run({
-    connectionString: options.connectionString,
-    concurrency: options.concurrency,
-    noHandleSignals: true,
-    events,
-    pollInterval: options.pollIntervalMs ?? 1000,
-    logger,
-    taskList: {
-      [CONSUME_TASK]: async (payload) => {
-        const job = payload as ConsumeJob;
-        const { event, outcome } = await consumeJob(db, job, options.hooks);
-        options.observer?.consumed({
-          eventId: job.eventId,
-          eventType: event.eventType,
-          consumer: job.consumer,
-          outcome,
-        });
+  // The jobs this process is running now: a job locked by one of our pools but not running here lost its
+  // outcome write, and would stay locked (graphile-worker frees stale locks after four hours).
+  const running = new Set<string>();
+  events.on("job:start", ({ job }) => running.add(String(job.id)));
+  events.on("job:complete", ({ job }) => running.delete(String(job.id)));
+  // graphile-worker 0.17 shuts its own pool down when it cannot record a job's outcome after its retries
+  // ("Could not completeJobs; queue is in an inconsistent state; aborting"), as a storm of dropped
+  // connections can make it do. The process would go on, silent, with nothing taking jobs: so a runner
+  // that ends without our stop() is replaced. Its locked jobs are reclaimed by the heartbeat below,
+  // which stops vouching for a released pool.
+  let stopped = false;
+  let runner: Runner | undefined;
+  let restarts = 0;
+  const startRunner = async (): Promise<void> => {
+    const started = await run({
+      connectionString: options.connectionString,
+      concurrency: options.concurrency,
+      noHandleSignals: true,
+      events,
+      pollInterval: options.pollIntervalMs ?? 1000,
+      logger,
+      // Without batching, 0.17 records a job's outcome fire-and-forget: when that write fails (a dropped
+      // connection), the rejection goes unhandled and the job stays locked by a live pool for four
+      // hours. Batched, the write is retried (20 times, backing off to 30 s) and a final failure ends
+      // the pool, which the supervisor below replaces.
+      preset: { worker: { completeJobBatchDelay: 0, failJobBatchDelay: 0 } },
+      taskList: {
+        [CONSUME_TASK]: async (payload) => {
+          const job = payload as ConsumeJob;
+          const { event, outcome } = await consumeJob(db, job, options.hooks);
+          options.observer?.consumed({
+            eventId: job.eventId,
+            eventType: event.eventType,
+            consumer: job.consumer,
+            outcome,
+          });
+        },
       },
-    },
-  });
+    });
+    runner = started;
+    const ended = (reason: unknown) => {
+      if (stopped || runner !== started) return;
+      runner = undefined;
+      const delayMs = Math.min(200 * 2 ** restarts++, 5_000);
+      options.log.error({ err: reason, delayMs }, "the job runner stopped by itself; starting a new one");
+      setTimeout(restart, delayMs).unref();
+    };
+    started.promise.then(
+      () => ended(new Error("the worker pool exited")),
+      (error: unknown) => ended(error),
+    );
+  };
+  const restart = () => {
+    if (stopped) return;
+    startRunner().then(
+      () => options.log.warn({ restarts }, "job runner running again"),
+      (err: unknown) => {
+        const delayMs = Math.min(200 * 2 ** restarts++, 5_000);
+        options.log.error({ err, delayMs }, "could not start the job runner; trying again");
+        setTimeout(restart, delayMs).unref();
+      },
+    );
+  };
+  await startRunner();
   // A relay takes milliseconds; one stuck on a dead connection is given up on quickly.
   const relay = every(options.relayIntervalMs, () => relayOutbox(db), {
     name: "outbox relay",
@@ -101,21 +147,26 @@ export async function startWorker(db: Db, options: WorkerOptions): Promise<Runni
   const heartbeat = every(
     heartbeatMs,
     async () => {
-      const reclaimed = await beatAndReclaim(db, [...poolIds], heartbeatMs * MISSED_BEATS);
+      const deadAfterMs = heartbeatMs * MISSED_BEATS;
+      const reclaimed = await beatAndReclaim(db, [...poolIds], deadAfterMs);
       if (reclaimed.length > 0) options.log.warn({ workers: reclaimed }, "unlocked the jobs of dead workers");
+      const orphans = await unlockOrphans(db, [...poolIds], [...running], deadAfterMs);
+      if (orphans.length > 0) options.log.warn({ jobs: orphans }, "unlocked our jobs whose outcome was lost");
     },
     // Well inside the time after which the others would take this worker for dead.
     { name: "worker heartbeat", log: options.log, deadlineMs: heartbeatMs * 2 },
   );
   let stopping: Promise<void> | undefined;
   return {
+    currentRunner: () => runner,
     stop() {
       stopping ??= (async () => {
         clearInterval(relay);
         clearInterval(heartbeat);
         if (submitter) clearInterval(submitter);
+        stopped = true;
         // Stops taking jobs and waits for the running ones; a second signal must not throw.
-        await runner.stop().catch((err: unknown) => options.log.debug({ err }, "worker already stopped"));
+        await runner?.stop().catch((err: unknown) => options.log.debug({ err }, "worker already stopped"));
         await db
           .execute(sql`DELETE FROM worker_heartbeat WHERE process = ${PROCESS}`)
           .catch((err: unknown) => options.log.debug({ err }, "could not remove heartbeats"));
@@ -155,4 +206,25 @@ export async function beatAndReclaim(db: Db, workerIds: string[], deadAfterMs: n
   // Workers that are gone (stopped, crashed, reclaimed) leave rows behind; keep the table small.
   await db.execute(sql`DELETE FROM worker_heartbeat WHERE beat_at < now() - interval '1 hour'`);
   return ids;
+}
+
+/**
+ * Jobs locked by one of this process's live pools for longer than `olderThanMs` that no worker here
+ * is running: their outcome was never written (the connection dropped under it). Unlocked, they run
+ * again; their consumers find their consume records, so the effect still happens once.
+ */
+export async function unlockOrphans(
+  db: Db,
+  poolIds: string[],
+  runningJobIds: string[],
+  olderThanMs: number,
+): Promise<string[]> {
+  if (poolIds.length === 0) return [];
+  const rows = await db.execute<{ id: string }>(sql`
+    UPDATE graphile_worker._private_jobs SET locked_by = NULL, locked_at = NULL
+     WHERE locked_by = ANY(${sql.param(poolIds)}::text[])
+       AND locked_at < now() - ${olderThanMs} * interval '1 millisecond'
+       AND NOT (id::text = ANY(${sql.param(runningJobIds)}::text[]))
+    RETURNING id::text`);
+  return rows.map((row) => row.id);
 }

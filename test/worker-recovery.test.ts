@@ -1,0 +1,86 @@
+import pino from "pino";
+import { startWorker } from "~/server/fulfilment/worker";
+import type { TestDatabase } from "./support/database";
+import { describe, expect, test } from "./support/fixtures";
+import { placePaidOrder } from "./support/scenarios";
+
+/**
+ * The event worker in chaos: connections dropped under it, and graphile-worker's own
+ * pool shutting itself down (what it does when it cannot record a job's outcome after
+ * its retries). Jobs queued meanwhile must still run.
+ */
+const mug = [{ skuId: "SKU-MUG", quantity: 1 }];
+
+async function shippedCount(database: TestDatabase, ids: string[]) {
+  return (
+    await database.sql`SELECT count(*)::int AS n FROM orders WHERE id = ANY(${ids}::uuid[]) AND status = 'SHIPPED'`
+  )[0]?.n;
+}
+
+describe("the event worker", () => {
+  test("replaces a job runner that stopped by itself, and runs the jobs queued meanwhile", async ({
+    app,
+    database,
+  }) => {
+    const worker = await startWorker(database.db, {
+      connectionString: database.url,
+      concurrency: 2,
+      relayIntervalMs: 50,
+      pollIntervalMs: 200,
+      heartbeatMs: 200,
+      log: pino({ level: "silent" }),
+    });
+    try {
+      const first = await placePaidOrder(app, mug);
+      await expect.poll(() => shippedCount(database, [first.orderId]), { timeout: 20_000 }).toBe(1);
+
+      // The pool ends behind the worker's back, as graphile-worker's "queue is in an inconsistent state" does.
+      const dying = worker.currentRunner();
+      await dying?.stop("simulated: could not completeJobs");
+      const later = await Promise.all(Array.from({ length: 4 }, () => placePaidOrder(app, mug)));
+      const ids = later.map((order) => order.orderId);
+      await expect
+        .poll(() => shippedCount(database, ids), { timeout: 30_000, interval: 250 })
+        .toBe(ids.length);
+      expect(worker.currentRunner()).toBeDefined();
+      expect(worker.currentRunner()).not.toBe(dying);
+    } finally {
+      await worker.stop();
+    }
+  });
+
+  test("goes on after every connection, the LISTEN one included, is dropped while jobs are queued", async ({
+    app,
+    database,
+  }) => {
+    const worker = await startWorker(database.db, {
+      connectionString: database.url,
+      concurrency: 2,
+      relayIntervalMs: 50,
+      pollIntervalMs: 200,
+      heartbeatMs: 200,
+      log: pino({ level: "silent" }),
+    });
+    try {
+      const orders = await Promise.all(Array.from({ length: 6 }, () => placePaidOrder(app, mug)));
+      for (let drop = 0; drop < 3; drop++) {
+        const [dropped] = await database.sql`
+          SELECT count(pg_terminate_backend(pid))::int AS n FROM pg_stat_activity
+           WHERE datname = current_database() AND pid <> pg_backend_pid()`;
+        expect(dropped?.n).toBeGreaterThan(0);
+        await new Promise((resolve) => setTimeout(resolve, 150));
+      }
+      const more = await Promise.all(Array.from({ length: 3 }, () => placePaidOrder(app, mug)));
+      const ids = [...orders, ...more].map((order) => order.orderId);
+      await expect
+        .poll(() => shippedCount(database, ids), { timeout: 40_000, interval: 250 })
+        .toBe(ids.length);
+      const [effects] = await database.sql`
+        SELECT (SELECT count(*)::int FROM stock_deduct_record WHERE order_id = ANY(${ids}::uuid[])) AS deductions,
+               (SELECT count(*)::int FROM shipment WHERE order_id = ANY(${ids}::uuid[])) AS shipments`;
+      expect(effects).toEqual({ deductions: ids.length, shipments: ids.length });
+    } finally {
+      await worker.stop();
+    }
+  });
+});
