@@ -27,6 +27,7 @@ import { log, type Row } from "./lib/bench/settings";
 import { ensureBuild } from "./lib/build";
 import { CpuMeter, processCpuMs } from "./lib/cpu";
 import { startThrowawayPostgres } from "./lib/embedded-postgres";
+import { exitWith } from "./lib/exit";
 
 async function main() {
   const env = getEnv();
@@ -106,10 +107,10 @@ async function main() {
     await closeDb(db);
     for (const cleanup of cleanups) await cleanup().catch(() => {});
   }
-  report(rows);
+  return report(rows) ? 0 : 1;
 }
 
-main().catch((error: unknown) => {
+main().then(exitWith, (error: unknown) => {
   console.error("[bench] failed:", error);
-  process.exitCode = 1;
+  exitWith(1);
 });

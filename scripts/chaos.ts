@@ -24,6 +24,7 @@ import { Cluster } from "./lib/chaos/cluster";
 import { Faults, Invariants, printReport } from "./lib/chaos/report";
 import { runShopper, type ShopperRecord } from "./lib/chaos/shopper";
 import { startThrowawayPostgres } from "./lib/embedded-postgres";
+import { exitWith } from "./lib/exit";
 
 const REGRESSIONS = "chaos/regressions.json";
 /** Each run's process logs (gitignored). */
@@ -209,10 +210,10 @@ async function main() {
     ),
   );
   log(`${plans.length - failures} run(s) passed, ${failures} failed`);
-  process.exitCode = failures === 0 && runs.length > 0 ? 0 : 1;
+  return failures === 0 && runs.length > 0 ? 0 : 1;
 }
 
-main().catch((error: unknown) => {
+main().then(exitWith, (error: unknown) => {
   console.error("[chaos] failed:", error);
-  process.exitCode = 1;
+  exitWith(1);
 });

