@@ -53,6 +53,10 @@ const schema = z.object({
   PROVIDER_SEND_DUPLICATES: flag(true),
   /** The provider's API, for status queries; defaults to this app, where the mock provider lives. */
   PROVIDER_BASE_URL: z.url().optional(),
+  /** An order not paid this long after it was placed is closed (and its pay link expires then). */
+  ORDER_PAYMENT_TIMEOUT_S: z.coerce.number().int().positive().default(900),
+  /** How often the job that closes timed-out orders runs (0: never). */
+  ORDER_TIMEOUT_INTERVAL_MS: z.coerce.number().int().nonnegative().default(10_000),
   /** Payments still PENDING this long are looked up at the provider (lost notifications). */
   PAYMENT_QUERY_AFTER_S: z.coerce.number().int().positive().default(30),
   /** How often the status-query job runs (0: never). */

@@ -19,7 +19,8 @@ export interface AppContext {
   secureCookies: boolean;
   gateway: Gateway;
   telemetry: Telemetry;
-  payments: PaymentDeps & StatusQueryDeps & { queryAfterS: number; queryIntervalMs: number };
+  payments: PaymentDeps &
+    StatusQueryDeps & { queryAfterS: number; queryIntervalMs: number; timeoutIntervalMs: number };
 }
 
 const globalForApp = globalThis as unknown as { checkoutApp?: AppContext };
@@ -64,6 +65,8 @@ export function getAppContext(): AppContext {
       toleranceS: env.PAYMENT_TIMESTAMP_TOLERANCE_S,
       providerBaseUrl: env.providerBaseUrl,
       queryAfterS: env.PAYMENT_QUERY_AFTER_S,
+      paymentTimeoutS: env.ORDER_PAYMENT_TIMEOUT_S,
+      timeoutIntervalMs: env.ORDER_TIMEOUT_INTERVAL_MS,
       queryIntervalMs: env.PAYMENT_QUERY_INTERVAL_MS,
       observer: telemetry.observer,
     },

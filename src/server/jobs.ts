@@ -6,6 +6,7 @@ import { getAppContext } from "./app-context";
 import type { ConsumeHooks } from "./fulfilment/consume";
 import { type RunningWorker, startWorker } from "./fulfilment/worker";
 import { deleteExpiredRecords } from "./idempotency";
+import { closeTimedOutOrders } from "./orders/timeout";
 import { syncStalePayments } from "./payments/status-query";
 
 interface RunningJobs {
@@ -46,6 +47,21 @@ export function startMerchantJobs(): void {
           if (changed.length > 0) log.info({ changed }, "payment status queries applied");
         },
         { name: "payment status query", log },
+      ),
+    );
+  }
+  // Unpaid orders past their payment deadline close, through the shopper's cancel path.
+  if (payments.timeoutIntervalMs > 0) {
+    timers.push(
+      every(
+        payments.timeoutIntervalMs,
+        async () => {
+          const { closed, paid, failed } = await closeTimedOutOrders(db, { payments });
+          if (closed.length + paid.length + failed.length > 0) {
+            log.info({ closed, paid, failed }, "unpaid orders past their deadline");
+          }
+        },
+        { name: "order payment timeout", log },
       ),
     );
   }

@@ -30,7 +30,12 @@ describe("pay request signature", () => {
     notify_url: "http://127.0.0.1:3000/api/payments/notify",
     return_url: "/orders/1",
     t: 1,
+    expires_at: 901,
   };
+  it("detects a later expiry (a link cannot be stretched)", () => {
+    const sig = signPayRequest(secret, params);
+    expect(verifyPayRequest(secret, { ...params, expires_at: 99_999 }, sig)).toBe(false);
+  });
   it("detects a changed amount", () => {
     const sig = signPayRequest(secret, params);
     expect(verifyPayRequest(secret, params, sig)).toBe(true);

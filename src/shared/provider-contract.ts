@@ -75,6 +75,8 @@ export interface PayRequest {
   notify_url: string;
   return_url: string;
   t: number;
+  /** Unix seconds after which the link may no longer be paid (the merchant closes the order then). */
+  expires_at: number;
 }
 
 function canonicalQuery(params: PayRequest): string {
@@ -100,6 +102,7 @@ export const payRequestSchema = z.object({
   notify_url: z.url(),
   return_url: z.string().min(1).max(500),
   t: z.coerce.number().int().positive(),
+  expires_at: z.coerce.number().int().positive(),
   sig: z.string().max(100),
 });
 

@@ -25,6 +25,8 @@ export function testAppContext(db: Db, baseUrl = "http://127.0.0.1:1"): AppConte
       toleranceS: 300,
       providerBaseUrl: baseUrl,
       queryAfterS: 30,
+      paymentTimeoutS: 900,
+      timeoutIntervalMs: 0,
       queryIntervalMs: 0,
     },
   };

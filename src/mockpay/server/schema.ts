@@ -38,6 +38,8 @@ export const providerTrade = pgTable(
     status: text({ enum: PROVIDER_TRADE_STATUSES }).notNull().default("WAITING"),
     transactionId: text(),
     paidAt: timestamp({ withTimezone: true }),
+    /** After this the trade can no longer be paid (from the merchant's signed link); Confirm then closes it. */
+    expiresAt: timestamp({ withTimezone: true }),
     /** Fault injection: deliveries for this trade are dropped for good. */
     dropNotifications: boolean().notNull().default(false),
     createdAt: createdAt(),

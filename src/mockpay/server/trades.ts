@@ -25,6 +25,19 @@ export async function openTrade(
   if (!verifyPayRequest(secret, request, sig)) {
     throw new MockPayError("INVALID_REQUEST", "the payment request's signature does not match");
   }
+  const expiresAt = new Date(request.expires_at * 1000);
+  if (expiresAt.getTime() <= nowMs()) {
+    // An expired link opens nothing new; a trade it opened earlier is still shown as it stands.
+    const [known] = await db
+      .select()
+      .from(providerTrade)
+      .where(
+        and(eq(providerTrade.appId, request.app_id), eq(providerTrade.outTradeNo, request.out_trade_no)),
+      );
+    if (!known)
+      throw new MockPayError("LINK_EXPIRED", "This payment link has expired: ask the shop for a new one.");
+    return known.status === "WAITING" ? expireTrade(db, known) : known;
+  }
   const [created] = await db
     .insert(providerTrade)
     .values({
@@ -34,6 +47,7 @@ export async function openTrade(
       currency: request.currency,
       notifyUrl: request.notify_url,
       returnUrl: request.return_url,
+      expiresAt,
     })
     .onConflictDoNothing({ target: [providerTrade.appId, providerTrade.outTradeNo] })
     .returning();
@@ -64,14 +78,31 @@ export async function getTrade(
   return trade;
 }
 
-/** The shopper confirmed on the pay page: WAITING → PAID once, and one notification for that fact. */
-export function confirmTrade(db: MockPayDb, appId: string, outTradeNo: string): Promise<ProviderTrade> {
-  return settleTrade(db, appId, outTradeNo, {
-    status: "PAID",
-    transactionId: `T${Date.now()}${randomBytes(5).toString("hex").toUpperCase()}`,
-    paidAt: sql`now()`,
-  });
+/**
+ * The shopper confirmed on the pay page: WAITING → PAID once, and one notification for that fact.
+ * Past the link's expiry nothing is paid: the trade closes instead, as a provider's does at its time limit.
+ */
+export async function confirmTrade(db: MockPayDb, appId: string, outTradeNo: string): Promise<ProviderTrade> {
+  const trade = await settleTrade(
+    db,
+    appId,
+    outTradeNo,
+    {
+      status: "PAID",
+      transactionId: `T${Date.now()}${randomBytes(5).toString("hex").toUpperCase()}`,
+      paidAt: sql`now()`,
+    },
+    sql`(${providerTrade.expiresAt} IS NULL OR ${providerTrade.expiresAt} > now())`,
+  );
+  return trade.status === "WAITING" ? expireTrade(db, trade) : trade;
 }
+
+/** A WAITING trade past its expiry closes (once, with its notification). */
+function expireTrade(db: MockPayDb, trade: ProviderTrade): Promise<ProviderTrade> {
+  return settleTrade(db, trade.appId, trade.outTradeNo, { status: "CLOSED" });
+}
+
+const nowMs = () => Date.now();
 
 /** The shopper cancelled: WAITING → CLOSED once, and one notification for that fact. */
 export function cancelTrade(db: MockPayDb, appId: string, outTradeNo: string): Promise<ProviderTrade> {
@@ -83,6 +114,7 @@ async function settleTrade(
   appId: string,
   outTradeNo: string,
   change: { status: "PAID" | "CLOSED"; transactionId?: string; paidAt?: SQL },
+  onlyIf: SQL = sql`true`,
 ): Promise<ProviderTrade> {
   return db.transaction(async (tx) => {
     const [moved] = await tx
@@ -93,6 +125,7 @@ async function settleTrade(
           eq(providerTrade.appId, appId),
           eq(providerTrade.outTradeNo, outTradeNo),
           eq(providerTrade.status, "WAITING"),
+          onlyIf,
         ),
       )
       .returning();

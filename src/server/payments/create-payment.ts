@@ -9,6 +9,8 @@ import { type PayRequest, signPayRequest } from "~/shared/provider-contract";
 import { paymentResource } from "./schema";
 
 export interface PaymentDeps {
+  /** How long an order may wait for its payment; its pay link expires then. */
+  paymentTimeoutS: number;
   appId: string;
   webhookSecret: string;
   /** This app's public address, where the provider sends notifications. */
@@ -74,6 +76,7 @@ async function openPayment(
       status: orders.status,
       amountCents: orders.amountCents,
       currency: orders.currency,
+      createdAt: orders.createdAt,
     })
     .from(orders)
     .where(and(eq(orders.id, input.orderId), eq(orders.userId, userId)))
@@ -105,7 +108,7 @@ async function openPayment(
   return {
     payment: {
       outTradeNo: payment.outTradeNo,
-      payUrl: payUrl(payment, order.id, deps),
+      payUrl: payUrl(payment, order, deps),
       amountCents: payment.amountCents,
       currency: payment.currency,
     },
@@ -124,12 +127,13 @@ function newOutTradeNo(): string {
 }
 
 /**
- * The pay link of a payment. Signed with the payment's own creation time, so every answer for
- * one payment (a double click, a retry, a replay) carries the very same link.
+ * The pay link of a payment. Signed with the payment's own creation time and the order's payment
+ * deadline (when the order times out, the link expires), so every answer for one payment (a double
+ * click, a retry, a replay) carries the very same link.
  */
 function payUrl(
   payment: { outTradeNo: string; amountCents: number; currency: string; createdAt: Date },
-  orderId: string,
+  order: { id: string; createdAt: Date },
   deps: PaymentDeps,
 ): string {
   const params: PayRequest = {
@@ -138,8 +142,9 @@ function payUrl(
     amount_cents: payment.amountCents,
     currency: payment.currency,
     notify_url: `${deps.baseUrl}/api/payments/notify`,
-    return_url: `/orders/${orderId}`,
+    return_url: `/orders/${order.id}`,
     t: Math.floor(payment.createdAt.getTime() / 1000),
+    expires_at: Math.ceil(order.createdAt.getTime() / 1000) + deps.paymentTimeoutS,
   };
   const query = new URLSearchParams({
     ...Object.fromEntries(Object.entries(params).map(([k, v]) => [k, String(v)])),

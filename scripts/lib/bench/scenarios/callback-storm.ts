@@ -24,6 +24,7 @@ export async function callbackStorm(bench: Bench) {
         appId: "app_checkout_demo",
         webhookSecret: SECRET,
         baseUrl: app.baseUrl,
+        paymentTimeoutS: 900,
       },
     );
     payments.push(payment);

@@ -1,0 +1,1 @@
+ALTER TABLE "provider_trade" ADD COLUMN "expires_at" timestamp with time zone;
