@@ -103,30 +103,41 @@ function queryProvider(outTradeNo: string, deps: StatusQueryDeps): Promise<Trade
   return getFromProvider(deps, tradeQueryPath(deps.appId, outTradeNo), tradeStatusSchema);
 }
 
+/** Backoff for a PENDING payment that stays pending: after, 2×, 4×, … of PAYMENT_QUERY_AFTER_S, at most an hour. */
+const MAX_QUERY_WAIT_S = 3600;
+
 /**
- * The background job: payments still PENDING after `olderThanS`, payments with a
- * refund still open that long (its notification may be lost too), and each
- * closed payment once after closing (a late close can overtake a delayed
- * success), each asked at most once per `olderThanS`.
+ * The background job. Every PENDING payment has its own schedule: first asked
+ * `olderThanS` after it was made, then after twice as long each time nothing changed
+ * (up to an hour), until it is no longer PENDING. The least-asked due payments go
+ * first, so a new payment whose notifications were lost is found on time however
+ * many abandoned ones wait. Also asked, each at most once per `olderThanS`: payments
+ * with a refund open that long (its notification may be lost too), and each closed
+ * payment once after closing (a late close can overtake a delayed success).
  */
 export async function syncStalePayments(
   db: Db,
   deps: StatusQueryDeps,
   options: { olderThanS: number; limit?: number },
 ): Promise<SyncResult[]> {
+  const after = options.olderThanS;
   const due = await db.execute<{ out_trade_no: string }>(sql`
-    UPDATE payment_order SET last_queried_at = now()
+    UPDATE payment_order
+       SET last_queried_at = now(),
+           next_query_at = now() + least(${after} * power(2, query_attempts), ${MAX_QUERY_WAIT_S}) * interval '1 second',
+           query_attempts = query_attempts + 1
      WHERE id IN (SELECT id FROM payment_order
-                   WHERE ((status = 'PENDING' AND created_at < now() - ${options.olderThanS} * interval '1 second')
-                          -- a close is confirmed with the provider once: notifications can cross
-                          OR (status = 'CLOSED' AND (last_queried_at IS NULL OR last_queried_at < updated_at)
-                              AND updated_at < now() - ${options.olderThanS} * interval '1 second')
-                          OR EXISTS (SELECT 1 FROM refund_order r
-                                      WHERE r.payment_id = payment_order.id
-                                        AND r.status IN ('REFUND_CREATED', 'REFUND_PROCESSING')
-                                        AND r.updated_at < now() - ${options.olderThanS} * interval '1 second'))
-                     AND (last_queried_at IS NULL OR last_queried_at < now() - ${options.olderThanS} * interval '1 second')
-                   ORDER BY created_at
+                   WHERE (status = 'PENDING'
+                          AND coalesce(next_query_at, created_at + ${after} * interval '1 second') <= now())
+                      OR (((status = 'CLOSED' AND (last_queried_at IS NULL OR last_queried_at < updated_at)
+                                              AND updated_at < now() - ${after} * interval '1 second')
+                           -- a close is confirmed with the provider once: notifications can cross
+                           OR EXISTS (SELECT 1 FROM refund_order r
+                                       WHERE r.payment_id = payment_order.id
+                                         AND r.status IN ('REFUND_CREATED', 'REFUND_PROCESSING')
+                                         AND r.updated_at < now() - ${after} * interval '1 second'))
+                          AND (last_queried_at IS NULL OR last_queried_at < now() - ${after} * interval '1 second'))
+                   ORDER BY query_attempts, coalesce(next_query_at, created_at + ${after} * interval '1 second')
                    LIMIT ${options.limit ?? 20}
                    FOR UPDATE SKIP LOCKED)
     RETURNING out_trade_no`);

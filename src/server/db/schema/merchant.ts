@@ -112,6 +112,10 @@ export const paymentOrder = pgTable(
     paidAt: timestamp({ withTimezone: true }),
     /** Last time the merchant asked the provider about this payment (lost notifications). */
     lastQueriedAt: timestamp({ withTimezone: true }),
+    /** How often it was asked while PENDING; each answer that changes nothing doubles the wait before the next. */
+    queryAttempts: integer().notNull().default(0),
+    /** When to ask about a PENDING payment next (NULL: PAYMENT_QUERY_AFTER_S after it was made). */
+    nextQueryAt: timestamp({ withTimezone: true }),
     createdAt: createdAt(),
     updatedAt: createdAt(),
   },
@@ -119,6 +123,9 @@ export const paymentOrder = pgTable(
     uniqueIndex("payment_order_out_trade_no_uq").on(t.outTradeNo),
     uniqueIndex("payment_order_transaction_id_uq").on(t.transactionId),
     index("payment_order_pending_idx").on(t.createdAt).where(sql`status = 'PENDING'`),
+    index("payment_order_query_schedule_idx")
+      .on(t.queryAttempts, t.nextQueryAt)
+      .where(sql`status = 'PENDING'`),
     // One open (or successful) payment per order; a closed one may be followed by a new one.
     uniqueIndex("payment_order_open_per_order_uq").on(t.orderId).where(sql`status IN ('PENDING', 'SUCCESS')`),
     inList("payment_order_status_valid", "status", PAYMENT_STATUSES),
