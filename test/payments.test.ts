@@ -7,6 +7,7 @@ import type { MockPayContext } from "~/mockpay/server/context";
 import { deliverDueNotifications } from "~/mockpay/server/delivery";
 import { answerStatusQuery } from "~/mockpay/server/query-api";
 import { cancelTrade, confirmTrade, openTrade } from "~/mockpay/server/trades";
+import { alertsFrom, opsFigures } from "~/server/admin/alerts";
 import type { AppContext } from "~/server/app-context";
 import { createOrder } from "~/server/orders/create-order";
 import { createPayment } from "~/server/payments/create-payment";
@@ -159,6 +160,44 @@ describe("payment notifications (merchant side)", () => {
     const alerts = await t.sql`
       SELECT outcome FROM payment_notification WHERE out_trade_no = ${payment.outTradeNo} AND alert ORDER BY id`;
     expect(alerts.map((r) => r.outcome)).toEqual(["AMOUNT_MISMATCH", "AMOUNT_MISMATCH"]);
+  });
+
+  it("refuses a success naming another payment's transaction id with 409 and an alert, also when both race", async () => {
+    const paid = await pendingPayment();
+    const transaction_id = `T-${randomUUID()}`;
+    expect(
+      (await deliver(successBody(paid.payment.outTradeNo, paid.payment.amountCents, { transaction_id })))
+        .httpStatus,
+    ).toBe(200);
+    const other = await pendingPayment();
+    const clash = await deliver(
+      successBody(other.payment.outTradeNo, other.payment.amountCents, { transaction_id }),
+    );
+    expect(clash.httpStatus).toBe(409);
+    expect(await state(other.order.orderId)).toMatchObject({
+      order_status: "PENDING_PAYMENT",
+      successes: 0,
+      events: 0,
+    });
+    const [recorded] = await t.sql`
+      SELECT outcome, alert FROM payment_notification WHERE out_trade_no = ${other.payment.outTradeNo}`;
+    expect(recorded).toEqual({ outcome: "TRANSACTION_CLASH", alert: true });
+    expect(alertsFrom(await opsFigures(t.db)).map((alert) => alert.name)).toContain("transaction_clash");
+
+    // Two pending payments, one transaction id, at the same moment: one wins, the other is the clash (never a 500).
+    const [left, right] = await Promise.all([pendingPayment(), pendingPayment()]);
+    const raced = `T-${randomUUID()}`;
+    const answers = await Promise.all(
+      [left, right].flatMap(({ payment }) =>
+        Array.from({ length: 5 }, () =>
+          deliver(successBody(payment.outTradeNo, payment.amountCents, { transaction_id: raced })),
+        ),
+      ),
+    );
+    expect(answers.map((answer) => answer.httpStatus).sort()).toEqual([
+      ...Array(5).fill(200),
+      ...Array(5).fill(409),
+    ]);
   });
 
   it("does not let a late payment.closed undo a success", async () => {

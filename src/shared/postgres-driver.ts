@@ -230,3 +230,14 @@ export function isTransientError(error: unknown): boolean {
   }
   return false;
 }
+
+/** The constraint a statement violated (drizzle wraps the driver's error in its own: look through causes). */
+export function violatedConstraint(error: unknown): string | undefined {
+  let current: unknown = error;
+  for (let depth = 0; current && depth < 5; depth++) {
+    const name = (current as { constraint_name?: unknown }).constraint_name;
+    if (typeof name === "string") return name;
+    current = (current as { cause?: unknown }).cause;
+  }
+  return undefined;
+}

@@ -13,6 +13,8 @@ export interface OpsFigures {
   stuckProcessing: number;
   deadLetters: number;
   amountMismatches24h: number;
+  /** Successes naming a transaction id already recorded on another payment (a provider's bug, or a forgery). */
+  transactionClashes24h: number;
   signatureFailures10m: number;
   reconciliationViolations: number;
 }
@@ -31,6 +33,7 @@ export async function opsFigures(db: Db, report?: ReconciliationReport): Promise
     stuck: number;
     dead: number;
     mismatches: number;
+    clashes: number;
     signatures: number;
   }>(sql`
     SELECT coalesce(extract(epoch FROM now() - (SELECT min(created_at) FROM outbox_event WHERE published_at IS NULL)), 0)::float8 AS outbox_lag,
@@ -39,6 +42,8 @@ export async function opsFigures(db: Db, report?: ReconciliationReport): Promise
            (SELECT count(*)::int FROM payment_notification
              WHERE outcome = 'AMOUNT_MISMATCH' AND received_at > now() - interval '24 hours') AS mismatches,
            (SELECT count(*)::int FROM payment_notification
+             WHERE outcome = 'TRANSACTION_CLASH' AND received_at > now() - interval '24 hours') AS clashes,
+           (SELECT count(*)::int FROM payment_notification
              WHERE outcome IN ('BAD_SIGNATURE', 'STALE_TIMESTAMP') AND received_at > now() - interval '10 minutes') AS signatures`);
   const reconciliation = report ?? (await reconcile(db));
   return {
@@ -46,6 +51,7 @@ export async function opsFigures(db: Db, report?: ReconciliationReport): Promise
     stuckProcessing: row?.stuck ?? 0,
     deadLetters: row?.dead ?? 0,
     amountMismatches24h: row?.mismatches ?? 0,
+    transactionClashes24h: row?.clashes ?? 0,
     signatureFailures10m: row?.signatures ?? 0,
     reconciliationViolations: violationCount(reconciliation),
   };
@@ -54,6 +60,13 @@ export async function opsFigures(db: Db, report?: ReconciliationReport): Promise
 /** Conditions a person must see: shown on /admin and logged at error level. */
 export function alertsFrom(figures: OpsFigures, thresholds: AlertThresholds = DEFAULT_THRESHOLDS): Alert[] {
   const alerts: Alert[] = [];
+  if (figures.transactionClashes24h > 0) {
+    alerts.push({
+      name: "transaction_clash",
+      title: "Transaction id used twice",
+      detail: `${figures.transactionClashes24h} success notification(s) in 24 h named a transaction already recorded on another payment; refused (409) and kept for a person`,
+    });
+  }
   if (figures.amountMismatches24h > 0) {
     alerts.push({
       name: "amount_mismatch",

@@ -13,6 +13,10 @@ const GAUGES = {
     "checkout_amount_mismatches_24h",
     "Notifications with a wrong amount in the last 24 h",
   ],
+  transactionClashes24h: [
+    "checkout_transaction_clashes_24h",
+    "Success notifications naming a transaction id already recorded on another payment, last 24 h",
+  ],
   signatureFailures10m: [
     "checkout_signature_failures_10m",
     "Notifications with a bad signature or stale timestamp, last 10 min",

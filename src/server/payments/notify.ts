@@ -1,8 +1,9 @@
-import { eq, sql } from "drizzle-orm";
+import { and, eq, sql } from "drizzle-orm";
 import type { Db, Tx } from "~/server/db/client";
 import { orders, outboxEvent, paymentNotification, paymentOrder } from "~/server/db/schema";
 import type { Observer } from "~/server/observability/observer";
 import { applyRefundSucceeded } from "~/server/refunds/complete-refund";
+import { violatedConstraint } from "~/shared/postgres-driver";
 import {
   MERCHANT_SUCCESS_BODY,
   type NotificationBody,
@@ -70,10 +71,17 @@ export async function handlePaymentNotification(
   if (parsed.app_id !== deps.appId)
     return record(db, refuse("WRONG_APP", 400, `unknown app id ${parsed.app_id}`));
 
-  return db.transaction(async (tx) => {
-    const verdict = await applyProviderFact(tx, parsed);
-    return record(tx, verdict);
-  });
+  try {
+    return await db.transaction(async (tx) => {
+      const verdict = await applyProviderFact(tx, parsed);
+      return record(tx, verdict);
+    });
+  } catch (error) {
+    // Two payments took one transaction id at the same moment: the unique index decided; the loser is the clash.
+    if (violatedConstraint(error) !== "payment_order_transaction_id_uq") throw error;
+    const clash = `transaction ${parsed.transaction_id} was taken by another payment at the same moment`;
+    return record(db, refuse("TRANSACTION_CLASH", 409, clash, true));
+  }
 }
 
 export interface ReceivedMeta {
@@ -142,6 +150,8 @@ async function applySuccess(
   n: NotificationBody,
 ): Promise<Verdict> {
   if (!n.transaction_id) return refuse("MALFORMED", 400, "a success needs a transaction_id");
+  const clash = await transactionClash(tx, paymentId, n.transaction_id);
+  if (clash) return clash;
   // PENDING → SUCCESS; and CLOSED → SUCCESS when the close came first only because notifications
   // crossed (a late close, a delayed success): the provider holds the money, the order still awaits
   // it, and no other payment of the order is open — then the provider's success wins.
@@ -210,6 +220,30 @@ async function applySuccess(
     paid ? "payment succeeded; order paid" : "payment succeeded; order was not awaiting payment",
     !paid,
   );
+}
+
+/**
+ * A transaction id belongs to one payment (a unique index). A success naming one already recorded on
+ * another payment is a provider's bug or a forgery: refused with 409 (TRANSACTION_CLASH, documented in
+ * docs/provider-contract.md), recorded and alerted, and nothing changes. The provider may retry; a person decides.
+ */
+async function transactionClash(
+  tx: Tx,
+  paymentId: string,
+  transactionId: string,
+): Promise<Verdict | undefined> {
+  const [other] = await tx
+    .select({ outTradeNo: paymentOrder.outTradeNo })
+    .from(paymentOrder)
+    .where(and(eq(paymentOrder.transactionId, transactionId), sql`${paymentOrder.id} <> ${paymentId}`));
+  return other
+    ? refuse(
+        "TRANSACTION_CLASH",
+        409,
+        `transaction ${transactionId} is already payment ${other.outTradeNo}'s`,
+        true,
+      )
+    : undefined;
 }
 
 async function applyClosed(tx: Tx, paymentId: string): Promise<Verdict> {

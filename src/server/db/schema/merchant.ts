@@ -143,6 +143,7 @@ export const NOTIFICATION_OUTCOMES = [
   "MALFORMED",
   "UNKNOWN_PAYMENT",
   "AMOUNT_MISMATCH",
+  "TRANSACTION_CLASH",
   "ERROR",
 ] as const;
 export type NotificationOutcome = (typeof NOTIFICATION_OUTCOMES)[number];

@@ -1,0 +1,2 @@
+ALTER TABLE "payment_notification" DROP CONSTRAINT "payment_notification_outcome_valid";--> statement-breakpoint
+ALTER TABLE "payment_notification" ADD CONSTRAINT "payment_notification_outcome_valid" CHECK (outcome IN ('PROCESSED', 'DUPLICATE', 'IGNORED', 'BAD_SIGNATURE', 'STALE_TIMESTAMP', 'WRONG_APP', 'MALFORMED', 'UNKNOWN_PAYMENT', 'AMOUNT_MISMATCH', 'TRANSACTION_CLASH', 'ERROR'));
