@@ -16,6 +16,8 @@ export interface OpsFigures {
   /** Successes naming a transaction id already recorded on another payment (a provider's bug, or a forgery). */
   transactionClashes24h: number;
   signatureFailures10m: number;
+  /** Refunds the provider rejected, waiting for a person's Retry on /admin. */
+  failedRefunds: number;
   reconciliationViolations: number;
 }
 
@@ -35,6 +37,7 @@ export async function opsFigures(db: Db, report?: ReconciliationReport): Promise
     mismatches: number;
     clashes: number;
     signatures: number;
+    failed_refunds: number;
   }>(sql`
     SELECT coalesce(extract(epoch FROM now() - (SELECT min(created_at) FROM outbox_event WHERE published_at IS NULL)), 0)::float8 AS outbox_lag,
            (SELECT count(*)::int FROM idempotency_record WHERE status = 'PROCESSING' AND locked_until < now()) AS stuck,
@@ -44,7 +47,8 @@ export async function opsFigures(db: Db, report?: ReconciliationReport): Promise
            (SELECT count(*)::int FROM payment_notification
              WHERE outcome = 'TRANSACTION_CLASH' AND received_at > now() - interval '24 hours') AS clashes,
            (SELECT count(*)::int FROM payment_notification
-             WHERE outcome IN ('BAD_SIGNATURE', 'STALE_TIMESTAMP') AND received_at > now() - interval '10 minutes') AS signatures`);
+             WHERE outcome IN ('BAD_SIGNATURE', 'STALE_TIMESTAMP') AND received_at > now() - interval '10 minutes') AS signatures,
+           (SELECT count(*)::int FROM refund_order WHERE status = 'REFUND_FAILED') AS failed_refunds`);
   const reconciliation = report ?? (await reconcile(db));
   return {
     outboxLagSeconds: Number(row?.outbox_lag ?? 0),
@@ -53,6 +57,7 @@ export async function opsFigures(db: Db, report?: ReconciliationReport): Promise
     amountMismatches24h: row?.mismatches ?? 0,
     transactionClashes24h: row?.clashes ?? 0,
     signatureFailures10m: row?.signatures ?? 0,
+    failedRefunds: row?.failed_refunds ?? 0,
     reconciliationViolations: violationCount(reconciliation),
   };
 }
@@ -60,6 +65,13 @@ export async function opsFigures(db: Db, report?: ReconciliationReport): Promise
 /** Conditions a person must see: shown on /admin and logged at error level. */
 export function alertsFrom(figures: OpsFigures, thresholds: AlertThresholds = DEFAULT_THRESHOLDS): Alert[] {
   const alerts: Alert[] = [];
+  if (figures.failedRefunds > 0) {
+    alerts.push({
+      name: "refund_failed",
+      title: "Refund rejected by the provider",
+      detail: `${figures.failedRefunds} refund(s) were rejected and the money is still held: retry them on /admin`,
+    });
+  }
   if (figures.transactionClashes24h > 0) {
     alerts.push({
       name: "transaction_clash",

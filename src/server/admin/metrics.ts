@@ -21,6 +21,7 @@ const GAUGES = {
     "checkout_signature_failures_10m",
     "Notifications with a bad signature or stale timestamp, last 10 min",
   ],
+  failedRefunds: ["checkout_failed_refunds", "Refunds the provider rejected, awaiting a retry"],
   reconciliationViolations: [
     "checkout_reconciliation_violations",
     "Broken invariants found by the reconciliation check",

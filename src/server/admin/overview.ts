@@ -1,4 +1,4 @@
-import { desc, inArray, sql } from "drizzle-orm";
+import { desc, eq, inArray, sql } from "drizzle-orm";
 import { alertsFrom, opsFigures } from "~/server/admin/alerts";
 import type { Db } from "~/server/db/client";
 import {
@@ -23,19 +23,33 @@ export type QueueJob = {
 
 /** Everything the operations page shows, read in one go. */
 export async function operationsOverview(db: Db) {
-  const [recentOrders, payments, refunds, events, records, jobs, notifications, reconciliation] =
-    await Promise.all([
-      db.select().from(orders).orderBy(desc(orders.createdAt)).limit(20),
-      db.select().from(paymentOrder).orderBy(desc(paymentOrder.createdAt)).limit(20),
-      db.select().from(refundOrder).orderBy(desc(refundOrder.createdAt)).limit(20),
-      db.select().from(outboxEvent).orderBy(desc(outboxEvent.createdAt)).limit(30),
-      db.select().from(idempotencyRecord).orderBy(desc(idempotencyRecord.updatedAt)).limit(20),
-      db.execute<QueueJob>(sql`
+  const [
+    recentOrders,
+    payments,
+    refunds,
+    failedRefunds,
+    events,
+    records,
+    jobs,
+    notifications,
+    reconciliation,
+  ] = await Promise.all([
+    db.select().from(orders).orderBy(desc(orders.createdAt)).limit(20),
+    db.select().from(paymentOrder).orderBy(desc(paymentOrder.createdAt)).limit(20),
+    db.select().from(refundOrder).orderBy(desc(refundOrder.createdAt)).limit(20),
+    db
+      .select()
+      .from(refundOrder)
+      .where(eq(refundOrder.status, "REFUND_FAILED"))
+      .orderBy(refundOrder.updatedAt),
+    db.select().from(outboxEvent).orderBy(desc(outboxEvent.createdAt)).limit(30),
+    db.select().from(idempotencyRecord).orderBy(desc(idempotencyRecord.updatedAt)).limit(20),
+    db.execute<QueueJob>(sql`
       SELECT id::text, key, attempts, max_attempts, last_error, run_at FROM graphile_worker.jobs
        WHERE attempts > 0 ORDER BY attempts DESC, id LIMIT 50`),
-      listNotificationIssues(db, 20),
-      reconcile(db),
-    ]);
+    listNotificationIssues(db, 20),
+    reconcile(db),
+  ]);
   const consumed = events.length
     ? await db
         .select()
@@ -57,6 +71,7 @@ export async function operationsOverview(db: Db) {
     events: events.map((event) => ({ event, consumed: consumed.filter((c) => c.eventId === event.id) })),
     idempotencyRecords: records,
     deadLetters: jobs.filter((job) => job.attempts >= job.max_attempts),
+    failedRefunds,
     failingJobs: jobs.filter((job) => job.attempts < job.max_attempts),
     notifications,
     reconciliation,

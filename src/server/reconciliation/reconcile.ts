@@ -232,6 +232,20 @@ const INVARIANTS: Invariant[] = [
     ],
   },
   {
+    name: "no-failed-refund-unnoticed",
+    description:
+      "No refund stays REFUND_FAILED past the threshold: the money is held until a person retries it.",
+    checks: [
+      {
+        message: "refund rejected by the provider and not retried",
+        query: (
+          o,
+        ) => sql`SELECT refund_no, order_id, amount_cents, failure_reason, updated_at FROM refund_order
+                           WHERE status = 'REFUND_FAILED' AND updated_at < now() - ${o.lagSeconds} * interval '1 second'`,
+      },
+    ],
+  },
+  {
     name: "no-stuck-idempotency-records",
     description: "No idempotency record stays PROCESSING past its lease.",
     checks: [

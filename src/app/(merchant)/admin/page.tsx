@@ -63,6 +63,31 @@ export default async function AdminPage({ searchParams }: { searchParams: Promis
         </ul>
       </section>
 
+      <h3>Failed refunds</h3>
+      {o.failedRefunds.length === 0 ? (
+        <p>None.</p>
+      ) : (
+        <table>
+          <tbody>
+            {o.failedRefunds.map((refund) => (
+              <tr key={refund.id} className="failed" data-testid="failed-refund">
+                <td>{refund.refundNo}</td>
+                <td>{refund.amountCents}</td>
+                <td>{refund.failureReason}</td>
+                <td>
+                  <form
+                    method="post"
+                    action={`/api/admin/refunds/${encodeURIComponent(refund.refundNo)}/retry`}
+                  >
+                    <button type="submit">Retry</button>
+                  </form>
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+
       <h3>Dead letters</h3>
       {o.deadLetters.length === 0 ? (
         <p>None.</p>

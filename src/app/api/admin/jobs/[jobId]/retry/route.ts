@@ -1,17 +1,11 @@
-import { getEnv } from "~/env";
+import { adminAction } from "~/server/admin/actions";
 import { retryJob } from "~/server/admin/overview";
 import { getAppContext } from "~/server/app-context";
-import { isAdminRequest } from "~/shared/admin-auth";
 
 /** The operations page's "Retry" button for a dead letter. */
-export async function POST(req: Request, { params }: { params: Promise<{ jobId: string }> }) {
-  if (!isAdminRequest(req.headers, getEnv().ADMIN_TOKEN))
-    return new Response("admin token required", { status: 401 });
-  const { jobId } = await params;
-  const retried = await retryJob(getAppContext().db, jobId);
-  const message = retried ? `job ${jobId} rescheduled` : `no job ${jobId}`;
-  return new Response(null, {
-    status: 303,
-    headers: { location: `/admin?message=${encodeURIComponent(message)}` },
+export function POST(req: Request, { params }: { params: Promise<{ jobId: string }> }) {
+  return adminAction(req, async () => {
+    const { jobId } = await params;
+    return (await retryJob(getAppContext().db, jobId)) ? `job ${jobId} rescheduled` : `no job ${jobId}`;
   });
 }
