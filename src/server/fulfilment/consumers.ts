@@ -32,6 +32,21 @@ async function raise(tx: Tx, eventType: string, orderId: string, payload: Record
 
 const orderIdOf = (event: OutboxEvent) => (event.payload as { orderId: string }).orderId;
 
+/**
+ * The order's status, locked until the consumer's transaction ends. A refund completing
+ * at the same moment updates the same row, so the two take turns: the consumer sees the
+ * order PAID and acts (the refund's consumers then give it back), or sees it REFUNDED and
+ * does nothing. Fulfilment follows the order's state machine, never the event alone.
+ */
+async function lockOrderStatus(tx: Tx, orderId: string) {
+  const [order] = await tx
+    .select({ status: orders.status })
+    .from(orders)
+    .where(eq(orders.id, orderId))
+    .for("update");
+  return order?.status;
+}
+
 class StockShort extends Error {
   constructor(readonly skuId: string) {
     super(`not enough ${skuId}`);
@@ -49,6 +64,8 @@ export const stockConsumer: Consumer = {
   eventTypes: ["OrderPaid"],
   async apply(tx, event) {
     const orderId = orderIdOf(event);
+    // Only a PAID order takes stock: one refunded (or closed) before this ran takes nothing.
+    if ((await lockOrderStatus(tx, orderId)) !== "PAID") return "SKIPPED";
     const lines = await tx
       .select({ skuId: orderItem.skuId, quantity: orderItem.quantity })
       .from(orderItem)
@@ -96,6 +113,9 @@ export const benefitsConsumer: Consumer = {
       userId: string;
       amountCents: number;
     };
+    // Benefits go to an order that is paid and being (or been) filled; not to one refunded or short of stock.
+    const status = await lockOrderStatus(tx, orderId);
+    if (status !== "PAID" && status !== "SHIPPED") return "SKIPPED";
     const granted = await tx
       .insert(benefitGrant)
       .values([
@@ -114,12 +134,14 @@ export const benefitsConsumer: Consumer = {
   },
 };
 
-/** One shipment per order, once its stock is deducted; PAID → SHIPPED by conditional update. */
+/** One shipment per PAID order, once its stock is deducted; PAID → SHIPPED by conditional update. */
 export const shippingConsumer: Consumer = {
   name: "shipping",
   eventTypes: ["StockDeducted"],
   async apply(tx, event) {
     const orderId = orderIdOf(event);
+    // Only a PAID order whose stock was deducted ships (this event says it was); a refunded one does not.
+    if ((await lockOrderStatus(tx, orderId)) !== "PAID") return "SKIPPED";
     const [created] = await tx
       .insert(shipment)
       .values({ orderId, trackingNo: `TRK${randomBytes(5).toString("hex").toUpperCase()}` })

@@ -112,13 +112,14 @@ const INVARIANTS: Invariant[] = [
   },
   {
     name: "benefits-granted-once",
-    description: "Once its OrderPaid is consumed, a paid order has exactly one grant per benefit type.",
+    description:
+      "Once its OrderPaid is consumed while the order was PAID, it has exactly one grant per benefit type.",
     checks: [
       {
         message: "benefit type missing",
         query: () => sql`SELECT c.order_id, t.benefit_type FROM (${consumed("OrderPaid", "benefits")}) c
                           CROSS JOIN (VALUES ('LOYALTY_POINTS'), ('COUPON')) AS t(benefit_type)
-                          WHERE NOT EXISTS (SELECT 1 FROM benefit_grant g
+                          WHERE c.result = 'APPLIED' AND NOT EXISTS (SELECT 1 FROM benefit_grant g
                                              WHERE g.order_id = c.order_id AND g.benefit_type = t.benefit_type)`,
       },
     ],
@@ -131,12 +132,43 @@ const INVARIANTS: Invariant[] = [
       {
         message: "consumed but not shipped",
         query: () => sql`SELECT c.order_id FROM (${consumed("StockDeducted", "shipping")}) c
-                          WHERE NOT EXISTS (SELECT 1 FROM shipment s WHERE s.order_id = c.order_id)`,
+                          WHERE c.result = 'APPLIED' AND NOT EXISTS (SELECT 1 FROM shipment s WHERE s.order_id = c.order_id)`,
       },
       {
         message: "shipment without deducted stock",
         query: () => sql`SELECT s.order_id FROM shipment s
                           WHERE NOT EXISTS (SELECT 1 FROM stock_deduct_record d WHERE d.order_id = s.order_id)`,
+      },
+    ],
+  },
+  {
+    name: "refunded-orders-net-zero",
+    description:
+      "An order refunded in full keeps nothing: every unit of stock it took is returned, every benefit reversed, and it ships only if it shipped before the refund.",
+    checks: [
+      {
+        message: "fully refunded order still holds stock",
+        query: (o) => sql`SELECT d.order_id, d.sku_id, d.quantity FROM stock_deduct_record d
+                           JOIN orders o ON o.id = d.order_id AND o.status = 'REFUNDED'
+                          WHERE o.updated_at < now() - ${o.lagSeconds} * interval '1 second'
+                            AND NOT EXISTS (SELECT 1 FROM stock_return_record r
+                                             WHERE r.order_id = d.order_id AND r.sku_id = d.sku_id)`,
+      },
+      {
+        message: "fully refunded order still holds a benefit",
+        query: (o) => sql`SELECT g.order_id, g.benefit_type FROM benefit_grant g
+                           JOIN orders o ON o.id = g.order_id AND o.status = 'REFUNDED'
+                          WHERE o.updated_at < now() - ${o.lagSeconds} * interval '1 second'
+                            AND NOT EXISTS (SELECT 1 FROM benefit_reversal r
+                                             WHERE r.order_id = g.order_id AND r.benefit_type = g.benefit_type)`,
+      },
+      {
+        message: "shipped after it was refunded",
+        query: () => sql`SELECT s.order_id, s.created_at FROM shipment s
+                          JOIN orders o ON o.id = s.order_id AND o.status = 'REFUNDED'
+                          JOIN refund_order r ON r.order_id = o.id AND r.status = 'REFUND_SUCCESS'
+                         GROUP BY s.order_id, s.created_at
+                        HAVING s.created_at > max(r.updated_at)`,
       },
     ],
   },
