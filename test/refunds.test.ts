@@ -323,7 +323,7 @@ describe("refunds", () => {
     await Promise.all([submitPendingRefunds(t.db, app.payments), submitPendingRefunds(t.db, app.payments)]);
     await deliverAll(mockPay);
     expect(await refundsOf(orderId)).toEqual([
-      { refund_no: `AUTO-${orderId}`, amount_cents: String(amountCents), status: "REFUND_SUCCESS" },
+      { refund_no: `sys/auto/${orderId}`, amount_cents: String(amountCents), status: "REFUND_SUCCESS" },
     ]);
     const [order] = await t.sql`SELECT status FROM orders WHERE id = ${orderId}`;
     expect(order?.status).toBe("REFUNDED");
@@ -359,7 +359,7 @@ describe("the automatic refund", () => {
       shopper.release();
     }
     const refunds = await refundsOf(orderId);
-    expect(refunds.find((r) => r.refund_no === `AUTO-${orderId}`)?.amount_cents).toBe(
+    expect(refunds.find((r) => r.refund_no === `sys/auto/${orderId}`)?.amount_cents).toBe(
       String(amountCents - 1000),
     );
     await submitPendingRefunds(t.db, app.payments);

@@ -145,6 +145,12 @@ function PaymentTimeline({ orderId, live }: { orderId: string; live: boolean }) 
                 · transaction <code>{p.transactionId}</code>
               </>
             )}
+            {p.status === "PAID_LATE" && (
+              <p role="status" className="notice" data-testid="late-payment">
+                This payment arrived after the order had stopped waiting for it. It is being refunded to you
+                in full, automatically: see the refunds below.
+              </p>
+            )}
           </li>
         ))}
         {data.notifications.map((n) => (

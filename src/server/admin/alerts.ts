@@ -18,6 +18,8 @@ export interface OpsFigures {
   signatureFailures10m: number;
   /** Refunds the provider rejected, waiting for a person's Retry on /admin. */
   failedRefunds: number;
+  /** Payments the provider took after their order stopped awaiting them, whose automatic refund has not succeeded. */
+  lateUnrefunded: number;
   reconciliationViolations: number;
 }
 
@@ -38,6 +40,7 @@ export async function opsFigures(db: Db, report?: ReconciliationReport): Promise
     clashes: number;
     signatures: number;
     failed_refunds: number;
+    late: number;
   }>(sql`
     SELECT coalesce(extract(epoch FROM now() - (SELECT min(created_at) FROM outbox_event WHERE published_at IS NULL)), 0)::float8 AS outbox_lag,
            (SELECT count(*)::int FROM idempotency_record WHERE status = 'PROCESSING' AND locked_until < now()) AS stuck,
@@ -48,7 +51,10 @@ export async function opsFigures(db: Db, report?: ReconciliationReport): Promise
              WHERE outcome = 'TRANSACTION_CLASH' AND received_at > now() - interval '24 hours') AS clashes,
            (SELECT count(*)::int FROM payment_notification
              WHERE outcome IN ('BAD_SIGNATURE', 'STALE_TIMESTAMP') AND received_at > now() - interval '10 minutes') AS signatures,
-           (SELECT count(*)::int FROM refund_order WHERE status = 'REFUND_FAILED') AS failed_refunds`);
+           (SELECT count(*)::int FROM refund_order WHERE status = 'REFUND_FAILED') AS failed_refunds,
+           (SELECT count(*)::int FROM payment_order p WHERE p.status = 'PAID_LATE'
+             AND NOT EXISTS (SELECT 1 FROM refund_order r WHERE r.payment_id = p.id AND r.status = 'REFUND_SUCCESS'
+                              AND r.amount_cents = p.amount_cents)) AS late`);
   const reconciliation = report ?? (await reconcile(db));
   return {
     outboxLagSeconds: Number(row?.outbox_lag ?? 0),
@@ -58,6 +64,7 @@ export async function opsFigures(db: Db, report?: ReconciliationReport): Promise
     transactionClashes24h: row?.clashes ?? 0,
     signatureFailures10m: row?.signatures ?? 0,
     failedRefunds: row?.failed_refunds ?? 0,
+    lateUnrefunded: row?.late ?? 0,
     reconciliationViolations: violationCount(reconciliation),
   };
 }
@@ -65,6 +72,13 @@ export async function opsFigures(db: Db, report?: ReconciliationReport): Promise
 /** Conditions a person must see: shown on /admin and logged at error level. */
 export function alertsFrom(figures: OpsFigures, thresholds: AlertThresholds = DEFAULT_THRESHOLDS): Alert[] {
   const alerts: Alert[] = [];
+  if (figures.lateUnrefunded > 0) {
+    alerts.push({
+      name: "late_payment",
+      title: "Money received for a closed order",
+      detail: `${figures.lateUnrefunded} payment(s) arrived after their order stopped awaiting them; their automatic refund has not succeeded yet`,
+    });
+  }
   if (figures.failedRefunds > 0) {
     alerts.push({
       name: "refund_failed",

@@ -22,6 +22,10 @@ const GAUGES = {
     "Notifications with a bad signature or stale timestamp, last 10 min",
   ],
   failedRefunds: ["checkout_failed_refunds", "Refunds the provider rejected, awaiting a retry"],
+  lateUnrefunded: [
+    "checkout_late_payments_unrefunded",
+    "Payments taken after their order stopped awaiting them, not yet refunded",
+  ],
   reconciliationViolations: [
     "checkout_reconciliation_violations",
     "Broken invariants found by the reconciliation check",

@@ -233,7 +233,7 @@ export const autoRefundConsumer: Consumer = {
     if (remaining <= 0) return "SKIPPED";
     const { existed } = await recordRefund(tx, {
       orderId,
-      refundNo: `AUTO-${orderId}`,
+      refundNo: `sys/auto/${orderId}`,
       amountCents: remaining,
       reason: "automatic: not enough stock to fill the order",
     });

@@ -1,6 +1,6 @@
-import { and, eq, sql } from "drizzle-orm";
+import { and, eq, inArray, sql } from "drizzle-orm";
 import type { Db, Tx } from "~/server/db/client";
-import { orders, outboxEvent, paymentNotification, paymentOrder } from "~/server/db/schema";
+import { orders, outboxEvent, paymentNotification, paymentOrder, refundOrder } from "~/server/db/schema";
 import type { Observer } from "~/server/observability/observer";
 import { applyRefundSucceeded } from "~/server/refunds/complete-refund";
 import { violatedConstraint } from "~/shared/postgres-driver";
@@ -152,37 +152,37 @@ async function applySuccess(
   if (!n.transaction_id) return refuse("MALFORMED", 400, "a success needs a transaction_id");
   const clash = await transactionClash(tx, paymentId, n.transaction_id);
   if (clash) return clash;
-  // PENDING → SUCCESS; and CLOSED → SUCCESS when the close came first only because notifications
-  // crossed (a late close, a delayed success): the provider holds the money, the order still awaits
-  // it, and no other payment of the order is open — then the provider's success wins.
+  // PENDING → SUCCESS while the order awaits payment; and CLOSED → SUCCESS when the close came first
+  // only because notifications crossed (a late close, a delayed success): the provider holds the money,
+  // the order still awaits it, and no other payment of the order is open — then the provider's success wins.
   const [moved] = await tx
     .update(paymentOrder)
     .set({ status: "SUCCESS", transactionId: n.transaction_id, paidAt: sql`now()`, updatedAt: sql`now()` })
-    .where(sql`${paymentOrder.id} = ${paymentId} AND (${paymentOrder.status} = 'PENDING' OR (
+    .where(sql`${paymentOrder.id} = ${paymentId}
+               AND EXISTS (SELECT 1 FROM orders o WHERE o.id = ${orderId} AND o.status = 'PENDING_PAYMENT')
+               AND (${paymentOrder.status} = 'PENDING' OR (
                  ${paymentOrder.status} = 'CLOSED'
-                 AND EXISTS (SELECT 1 FROM orders o WHERE o.id = ${orderId} AND o.status = 'PENDING_PAYMENT')
                  AND NOT EXISTS (SELECT 1 FROM payment_order other WHERE other.order_id = ${orderId}
                                   AND other.id <> ${paymentId} AND other.status IN ('PENDING', 'SUCCESS'))))`)
     .returning({ id: paymentOrder.id });
   if (!moved) {
+    // The money came for a payment that cannot be the order's: it goes back, automatically, once.
+    const late = await takeLatePayment(tx, paymentId, n.transaction_id);
+    if (late) return late;
     // Zero rows: already decided. Say success for the fact we already have.
     const [current] = await tx
       .select({ status: paymentOrder.status, transactionId: paymentOrder.transactionId })
       .from(paymentOrder)
       .where(eq(paymentOrder.id, paymentId));
-    if (current?.status === "SUCCESS" && current.transactionId === n.transaction_id) {
+    if (
+      (current?.status === "SUCCESS" || current?.status === "PAID_LATE") &&
+      current.transactionId === n.transaction_id
+    ) {
       return ok("DUPLICATE", "already processed");
-    }
-    if (current?.status === "SUCCESS") {
-      return ok(
-        "DUPLICATE",
-        `paid already under transaction ${current.transactionId}; this one differs`,
-        true,
-      );
     }
     return ok(
       "DUPLICATE",
-      `payment is ${current?.status}; money received after closing must be refunded`,
+      `payment is ${current?.status} under transaction ${current?.transactionId}; this one differs`,
       true,
     );
   }
@@ -245,6 +245,40 @@ async function transactionClash(
       )
     : undefined;
 }
+
+/**
+ * A success on a payment that is not (and cannot become) the order's — the order was closed, or paid
+ * by another payment — is PAID_LATE: the money is refunded in full, automatically, under a refund
+ * number no shopper can make (`sys/late/<transaction id>`), and the order keeps its state. Alerted
+ * until that refund succeeds (admin alert, reconciliation).
+ */
+async function takeLatePayment(
+  tx: Tx,
+  paymentId: string,
+  transactionId: string,
+): Promise<Verdict | undefined> {
+  const [late] = await tx
+    .update(paymentOrder)
+    .set({ status: "PAID_LATE", transactionId, paidAt: sql`now()`, updatedAt: sql`now()` })
+    .where(and(eq(paymentOrder.id, paymentId), inArray(paymentOrder.status, ["PENDING", "CLOSED"])))
+    .returning();
+  if (!late) return undefined;
+  await tx
+    .insert(refundOrder)
+    .values({
+      refundNo: lateRefundNo(transactionId),
+      orderId: late.orderId,
+      paymentId: late.id,
+      amountCents: late.amountCents,
+      currency: late.currency,
+      reason: "automatic: money received for a payment that is not the order's",
+    })
+    .onConflictDoNothing({ target: refundOrder.refundNo });
+  return ok("PROCESSED", "paid after the order stopped awaiting this payment: refunded automatically", true);
+}
+
+/** System refund numbers hold a "/", which no shopper's refund number may (requestIdSchema). */
+export const lateRefundNo = (transactionId: string) => `sys/late/${transactionId}`;
 
 async function applyClosed(tx: Tx, paymentId: string): Promise<Verdict> {
   const [closed] = await tx

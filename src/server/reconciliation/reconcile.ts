@@ -215,7 +215,7 @@ const INVARIANTS: Invariant[] = [
           () => sql`SELECT o.id AS order_id, o.status, p.amount_cents AS paid, sum(r.amount_cents)::bigint AS refunded
                            FROM refund_order r JOIN payment_order p ON p.id = r.payment_id
                            JOIN orders o ON o.id = p.order_id
-                          WHERE r.status = 'REFUND_SUCCESS' AND o.status <> 'REFUNDED'
+                          WHERE r.status = 'REFUND_SUCCESS' AND o.status <> 'REFUNDED' AND p.status = 'SUCCESS'
                           GROUP BY o.id, o.status, p.amount_cents HAVING sum(r.amount_cents) = p.amount_cents`,
       },
     ],
@@ -229,7 +229,7 @@ const INVARIANTS: Invariant[] = [
         message: "the provider was paid, the merchant's payment is not a success",
         query: (o) => sql`SELECT t.out_trade_no, t.status AS provider, p.status AS merchant, p.order_id
                             FROM provider_trade t JOIN payment_order p ON p.out_trade_no = t.out_trade_no
-                           WHERE t.status = 'PAID' AND p.status <> 'SUCCESS'
+                           WHERE t.status = 'PAID' AND p.status NOT IN ('SUCCESS', 'PAID_LATE')
                              AND t.updated_at < now() - ${o.lagSeconds} * interval '1 second'`,
       },
       {
@@ -260,6 +260,22 @@ const INVARIANTS: Invariant[] = [
         query: (o) => sql`SELECT id, key, attempts, last_error FROM graphile_worker.jobs
                            WHERE attempts > 0 AND attempts < max_attempts
                              AND created_at < now() - ${o.lagSeconds} * interval '1 second'`,
+      },
+    ],
+  },
+  {
+    name: "late-payments-refunded",
+    description:
+      "Every payment the provider took is the order's one payment or is refunded in full: money that arrived for a closed order (or a second payment) goes back.",
+    checks: [
+      {
+        message: "money received after the order stopped awaiting it, not refunded in full",
+        query: (o) => sql`SELECT p.out_trade_no, p.order_id, p.amount_cents,
+                                 coalesce(sum(r.amount_cents) FILTER (WHERE r.status = 'REFUND_SUCCESS'), 0) AS refunded
+                            FROM payment_order p LEFT JOIN refund_order r ON r.payment_id = p.id
+                           WHERE p.status = 'PAID_LATE' AND p.paid_at < now() - ${o.lagSeconds} * interval '1 second'
+                           GROUP BY p.id
+                          HAVING coalesce(sum(r.amount_cents) FILTER (WHERE r.status = 'REFUND_SUCCESS'), 0) < p.amount_cents`,
       },
     ],
   },

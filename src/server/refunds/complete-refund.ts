@@ -50,6 +50,9 @@ export async function applyRefundSucceeded(
       ? ok("DUPLICATE", "refund already processed")
       : ok("DUPLICATE", `refund ${n.refund_no} is ${refund.status} here but succeeded at the provider`, true);
   }
+  // A late payment's refund returns money that was never the order's: the order and its fulfilment stay as they are.
+  if (payment.status === "PAID_LATE")
+    return ok("PROCESSED", "late payment refunded; the order keeps its state");
   const [totals] = await tx
     .select({ refunded: sql<string>`coalesce(sum(${refundOrder.amountCents}), 0)` })
     .from(refundOrder)

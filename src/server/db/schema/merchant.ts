@@ -96,7 +96,11 @@ export const orderItem = pgTable(
 // ---------------------------------------------------------------------------
 // Payments, merchant side
 
-export const PAYMENT_STATUSES = ["PENDING", "SUCCESS", "CLOSED", "FAILED"] as const;
+/**
+ * PAID_LATE: the provider took money on a payment that is not the order's (it arrived after the order
+ * was closed, or paid by another payment); it is refunded in full automatically.
+ */
+export const PAYMENT_STATUSES = ["PENDING", "SUCCESS", "CLOSED", "FAILED", "PAID_LATE"] as const;
 export type PaymentStatus = (typeof PAYMENT_STATUSES)[number];
 
 export const paymentOrder = pgTable(

@@ -1,0 +1,2 @@
+ALTER TABLE "payment_order" DROP CONSTRAINT "payment_order_status_valid";--> statement-breakpoint
+ALTER TABLE "payment_order" ADD CONSTRAINT "payment_order_status_valid" CHECK (status IN ('PENDING', 'SUCCESS', 'CLOSED', 'FAILED', 'PAID_LATE'));
