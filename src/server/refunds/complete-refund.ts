@@ -46,9 +46,14 @@ export async function applyRefundSucceeded(
     )
     .returning({ id: refundOrder.id });
   if (!moved) {
-    return refund.status === "REFUND_SUCCESS"
+    // Read again: the status read before the payment's lock may be the one a concurrent copy just changed.
+    const [current] = await tx
+      .select({ status: refundOrder.status })
+      .from(refundOrder)
+      .where(eq(refundOrder.id, refund.id));
+    return current?.status === "REFUND_SUCCESS"
       ? ok("DUPLICATE", "refund already processed")
-      : ok("DUPLICATE", `refund ${n.refund_no} is ${refund.status} here but succeeded at the provider`, true);
+      : ok("DUPLICATE", `refund ${n.refund_no} is ${current?.status} here but succeeded at the provider`, true);
   }
   // A late payment's refund returns money that was never the order's: the order and its fulfilment stay as they are.
   if (payment.status === "PAID_LATE")
