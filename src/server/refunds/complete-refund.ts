@@ -53,7 +53,11 @@ export async function applyRefundSucceeded(
       .where(eq(refundOrder.id, refund.id));
     return current?.status === "REFUND_SUCCESS"
       ? ok("DUPLICATE", "refund already processed")
-      : ok("DUPLICATE", `refund ${n.refund_no} is ${current?.status} here but succeeded at the provider`, true);
+      : ok(
+          "DUPLICATE",
+          `refund ${n.refund_no} is ${current?.status} here but succeeded at the provider`,
+          true,
+        );
   }
   // A late payment's refund returns money that was never the order's: the order and its fulfilment stay as they are.
   if (payment.status === "PAID_LATE")
