@@ -1,28 +1,12 @@
 import { randomUUID } from "node:crypto";
-import type { MockPayContext } from "~/mockpay/server/context";
-import { confirmTrade, openTrade } from "~/mockpay/server/trades";
+import { confirmTrade } from "~/mockpay/server/trades";
 import type { AppContext } from "~/server/app-context";
 import { createCaller } from "~/server/trpc/root";
-import { payRequestSchema } from "~/shared/provider-contract";
 import { describe, expect, test } from "./support/fixtures";
-import { deliverAll } from "./support/scenarios";
+import { deliverAll, orderAwaitingPayment } from "./support/scenarios";
 
-const mug = [{ skuId: "SKU-MUG", quantity: 1 }];
+const _mug = [{ skuId: "SKU-MUG", quantity: 1 }];
 const callerFor = (app: AppContext, userId: string) => createCaller({ app, userId, requestId: randomUUID() });
-
-/** An order with its payment opened, and (unless `open: false`) its pay page opened at MockPay. */
-async function orderWithPayment(app: AppContext, mockPay: MockPayContext, { open = true } = {}) {
-  const userId = randomUUID();
-  const caller = callerFor(app, userId);
-  const { orderId } = await caller.checkout.createOrder({ requestId: randomUUID(), items: mug });
-  const payment = await caller.payments.create({ orderId });
-  const { sig, ...request } = payRequestSchema.parse(
-    Object.fromEntries(new URL(payment.payUrl, "http://x").searchParams),
-  );
-  const openPayPage = () => openTrade(mockPay.db, request, sig, mockPay.webhookSecret);
-  if (open) await openPayPage();
-  return { userId, caller, orderId, outTradeNo: payment.outTradeNo, openPayPage };
-}
 
 async function statesOf(database: { sql: import("postgres").Sql }, orderId: string, outTradeNo: string) {
   const [row] = await database.sql<{ order: string; payment: string; trade: string }[]>`
@@ -39,7 +23,7 @@ describe("orders.cancel", () => {
     mockPay,
     database,
   }) => {
-    const { caller, orderId, outTradeNo } = await orderWithPayment(app, mockPay);
+    const { caller, orderId, outTradeNo } = await orderAwaitingPayment(app, mockPay);
     const first = await caller.orders.cancel({ orderId });
     const again = await caller.orders.cancel({ orderId });
     expect(first).toMatchObject({ orderId, status: "CLOSED", replayed: false });
@@ -60,7 +44,7 @@ describe("orders.cancel", () => {
     mockPay,
     database,
   }) => {
-    const { caller, orderId, outTradeNo, openPayPage } = await orderWithPayment(app, mockPay, {
+    const { caller, orderId, outTradeNo, openPayPage } = await orderAwaitingPayment(app, mockPay, {
       open: false,
     });
     await caller.orders.cancel({ orderId });
@@ -74,7 +58,7 @@ describe("orders.cancel", () => {
     mockPay,
     database,
   }) => {
-    const { caller, orderId, outTradeNo } = await orderWithPayment(app, mockPay);
+    const { caller, orderId, outTradeNo } = await orderAwaitingPayment(app, mockPay);
     await confirmTrade(mockPay.db, mockPay.appId, outTradeNo);
     await deliverAll(mockPay);
     const refused = await caller.orders.cancel({ orderId }).catch((error: unknown) => error);
@@ -92,7 +76,7 @@ describe("orders.cancel", () => {
     mockPay,
     database,
   }) => {
-    const { orderId, outTradeNo } = await orderWithPayment(app, mockPay);
+    const { orderId, outTradeNo } = await orderAwaitingPayment(app, mockPay);
     await expect(callerFor(app, randomUUID()).orders.cancel({ orderId })).rejects.toMatchObject({
       code: "NOT_FOUND",
     });
@@ -108,7 +92,7 @@ describe("orders.cancel", () => {
     mockPay,
     database,
   }) => {
-    const { userId, orderId, outTradeNo } = await orderWithPayment(app, mockPay);
+    const { userId, orderId, outTradeNo } = await orderAwaitingPayment(app, mockPay);
     const away = { ...app, payments: { ...app.payments, providerBaseUrl: "http://127.0.0.1:9" } };
     await expect(callerFor(away, userId).orders.cancel({ orderId })).rejects.toMatchObject({
       code: "SERVICE_UNAVAILABLE",
@@ -122,7 +106,7 @@ describe("orders.cancel", () => {
     mockPay,
     database,
   }) => {
-    const orders = await Promise.all(Array.from({ length: 20 }, () => orderWithPayment(app, mockPay)));
+    const orders = await Promise.all(Array.from({ length: 20 }, () => orderAwaitingPayment(app, mockPay)));
     const outcomes = await Promise.all(
       orders.map(async ({ caller, orderId, outTradeNo }) => {
         const [cancelled] = await Promise.allSettled([

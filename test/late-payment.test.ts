@@ -1,14 +1,13 @@
 import { randomUUID } from "node:crypto";
-import { confirmTrade, openTrade } from "~/mockpay/server/trades";
 import { alertsFrom, opsFigures } from "~/server/admin/alerts";
 import type { AppContext } from "~/server/app-context";
 import { handlePaymentNotification } from "~/server/payments/notify";
 import { reconcile } from "~/server/reconciliation/reconcile";
 import { submitPendingRefunds } from "~/server/refunds/submit";
 import { createCaller } from "~/server/trpc/root";
-import { type NotificationBody, payRequestSchema, signBody } from "~/shared/provider-contract";
+import { type NotificationBody, signBody } from "~/shared/provider-contract";
 import { describe, expect, test } from "./support/fixtures";
-import { deliverAll } from "./support/scenarios";
+import { deliverAll, orderAwaitingPayment } from "./support/scenarios";
 
 /** Money that arrives for an order no longer waiting for it goes back, once, and the order keeps its state. */
 function notify(app: AppContext, body: NotificationBody) {
@@ -40,18 +39,8 @@ describe("a success that arrives after the order stopped waiting for it", () => 
     mockPay,
     database,
   }) => {
-    const userId = randomUUID();
-    const caller = createCaller({ app, userId, requestId: randomUUID() });
-    const { orderId } = await caller.checkout.createOrder({
-      requestId: randomUUID(),
-      items: [{ skuId: "SKU-MUG", quantity: 1 }],
-    });
-    const payment = await caller.payments.create({ orderId });
-    const { sig, ...request } = payRequestSchema.parse(
-      Object.fromEntries(new URL(payment.payUrl, "http://x").searchParams),
-    );
-    await openTrade(mockPay.db, request, sig, mockPay.webhookSecret);
-    const paidAtMockPay = await confirmTrade(mockPay.db, mockPay.appId, payment.outTradeNo);
+    const { caller, orderId, payment, confirm } = await orderAwaitingPayment(app, mockPay);
+    const paidAtMockPay = await confirm();
     // The notifications cross: a close reaches the merchant first, and the shopper cancels.
     expect(
       (await notify(app, { ...fact(app, payment), type: "payment.closed", transaction_id: null })).httpStatus,

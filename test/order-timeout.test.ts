@@ -1,13 +1,11 @@
-import { randomUUID } from "node:crypto";
+import type { MockPayContext } from "~/mockpay/server/context";
 import { confirmTrade, openTrade } from "~/mockpay/server/trades";
 import type { AppContext } from "~/server/app-context";
 import { closeTimedOutOrders } from "~/server/orders/timeout";
-import { createCaller } from "~/server/trpc/root";
-import { payRequestSchema } from "~/shared/provider-contract";
 import { describe, expect, test } from "./support/fixtures";
-import { deliverAll } from "./support/scenarios";
+import { deliverAll, orderAwaitingPayment } from "./support/scenarios";
 
-const mug = [{ skuId: "SKU-MUG", quantity: 1 }];
+const _mug = [{ skuId: "SKU-MUG", quantity: 1 }];
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** The app with a two-second payment deadline. */
@@ -16,13 +14,8 @@ const hurried = (app: AppContext): AppContext => ({
   payments: { ...app.payments, paymentTimeoutS: 1 },
 });
 
-async function unpaidOrder(app: AppContext) {
-  const caller = createCaller({ app, userId: randomUUID(), requestId: randomUUID() });
-  const { orderId } = await caller.checkout.createOrder({ requestId: randomUUID(), items: mug });
-  const payment = await caller.payments.create({ orderId });
-  const link = payRequestSchema.parse(Object.fromEntries(new URL(payment.payUrl, "http://x").searchParams));
-  return { orderId, outTradeNo: payment.outTradeNo, link };
-}
+const unpaidOrder = (app: AppContext, mockPay: MockPayContext) =>
+  orderAwaitingPayment(app, mockPay, { open: false });
 
 describe("the payment deadline (ORDER_PAYMENT_TIMEOUT_S)", () => {
   test("closes an unpaid order after its deadline, with its trade at MockPay; a late Confirm pays nothing", async ({
@@ -31,9 +24,8 @@ describe("the payment deadline (ORDER_PAYMENT_TIMEOUT_S)", () => {
     database,
   }) => {
     const quick = hurried(app);
-    const { orderId, outTradeNo, link } = await unpaidOrder(quick);
-    const { sig, ...request } = link;
-    await openTrade(mockPay.db, request, sig, mockPay.webhookSecret);
+    const { orderId, outTradeNo, openPayPage } = await unpaidOrder(quick, mockPay);
+    await openPayPage();
     // Within the deadline nothing happens.
     expect((await closeTimedOutOrders(quick.db, { payments: quick.payments })).closed).not.toContain(orderId);
     await sleep(2_300);
@@ -54,10 +46,9 @@ describe("the payment deadline (ORDER_PAYMENT_TIMEOUT_S)", () => {
     mockPay,
   }) => {
     const quick = hurried(app);
-    const neverOpened = await unpaidOrder(quick);
-    const opened = await unpaidOrder(quick);
-    const { sig: openedSig, ...openedRequest } = opened.link;
-    await openTrade(mockPay.db, openedRequest, openedSig, mockPay.webhookSecret);
+    const neverOpened = await unpaidOrder(quick, mockPay);
+    const opened = await unpaidOrder(quick, mockPay);
+    await opened.openPayPage();
     await sleep(2_300);
     const { sig, ...request } = neverOpened.link;
     await expect(openTrade(mockPay.db, request, sig, mockPay.webhookSecret)).rejects.toMatchObject({
@@ -78,9 +69,8 @@ describe("the payment deadline (ORDER_PAYMENT_TIMEOUT_S)", () => {
 
   test("leaves an order paid at the last moment paid", async ({ app, mockPay, database }) => {
     const quick = hurried(app);
-    const { orderId, outTradeNo, link } = await unpaidOrder(quick);
-    const { sig, ...request } = link;
-    await openTrade(mockPay.db, request, sig, mockPay.webhookSecret);
+    const { orderId, outTradeNo, openPayPage } = await unpaidOrder(quick, mockPay);
+    await openPayPage();
     await confirmTrade(mockPay.db, mockPay.appId, outTradeNo);
     await sleep(2_300);
     // The notification has not arrived yet: the close finds the trade PAID, and the order follows its payment.

@@ -1,9 +1,6 @@
-import { randomUUID } from "node:crypto";
-import { confirmTrade, openTrade } from "~/mockpay/server/trades";
 import { syncStalePayments } from "~/server/payments/status-query";
-import { createCaller } from "~/server/trpc/root";
-import { payRequestSchema } from "~/shared/provider-contract";
 import { describe, expect, test } from "./support/fixtures";
+import { orderAwaitingPayment } from "./support/scenarios";
 
 /** Lost notifications are found by asking MockPay; no payment may starve behind abandoned ones. */
 describe("the status query's schedule", () => {
@@ -26,18 +23,8 @@ describe("the status query's schedule", () => {
         FROM made`;
 
     // A new payment, paid at MockPay, whose notifications never arrive; made 31 s ago (due now).
-    const userId = randomUUID();
-    const caller = createCaller({ app, userId, requestId: randomUUID() });
-    const { orderId } = await caller.checkout.createOrder({
-      requestId: randomUUID(),
-      items: [{ skuId: "SKU-MUG", quantity: 1 }],
-    });
-    const payment = await caller.payments.create({ orderId });
-    const { sig, ...request } = payRequestSchema.parse(
-      Object.fromEntries(new URL(payment.payUrl, "http://x").searchParams),
-    );
-    await openTrade(mockPay.db, request, sig, mockPay.webhookSecret);
-    await confirmTrade(mockPay.db, mockPay.appId, payment.outTradeNo);
+    const { orderId, payment, confirm } = await orderAwaitingPayment(app, mockPay);
+    await confirm();
     await database.sql`UPDATE payment_order SET created_at = now() - interval '31 seconds'
                         WHERE out_trade_no = ${payment.outTradeNo}`;
 

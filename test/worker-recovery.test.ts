@@ -17,19 +17,23 @@ async function shippedCount(database: TestDatabase, ids: string[]) {
   )[0]?.n;
 }
 
+/** An event worker that polls, relays and beats fast, so a test sees recovery within seconds. */
+const quickWorker = (database: TestDatabase) =>
+  startWorker(database.db, {
+    connectionString: database.url,
+    concurrency: 2,
+    relayIntervalMs: 50,
+    pollIntervalMs: 200,
+    heartbeatMs: 200,
+    log: pino({ level: "silent" }),
+  });
+
 describe("the event worker", () => {
   test("replaces a job runner that stopped by itself, and runs the jobs queued meanwhile", async ({
     app,
     database,
   }) => {
-    const worker = await startWorker(database.db, {
-      connectionString: database.url,
-      concurrency: 2,
-      relayIntervalMs: 50,
-      pollIntervalMs: 200,
-      heartbeatMs: 200,
-      log: pino({ level: "silent" }),
-    });
+    const worker = await quickWorker(database);
     try {
       const first = await placePaidOrder(app, mug);
       await expect.poll(() => shippedCount(database, [first.orderId]), { timeout: 20_000 }).toBe(1);
@@ -53,14 +57,7 @@ describe("the event worker", () => {
     app,
     database,
   }) => {
-    const worker = await startWorker(database.db, {
-      connectionString: database.url,
-      concurrency: 2,
-      relayIntervalMs: 50,
-      pollIntervalMs: 200,
-      heartbeatMs: 200,
-      log: pino({ level: "silent" }),
-    });
+    const worker = await quickWorker(database);
     try {
       const orders = await Promise.all(Array.from({ length: 6 }, () => placePaidOrder(app, mug)));
       for (let drop = 0; drop < 3; drop++) {

@@ -7,6 +7,7 @@ import { createOrder } from "~/server/orders/create-order";
 import type { OrderLine } from "~/server/orders/schema";
 import { createPayment } from "~/server/payments/create-payment";
 import { handlePaymentNotification } from "~/server/payments/notify";
+import { createCaller } from "~/server/trpc/root";
 import { payRequestSchema, signBody } from "~/shared/provider-contract";
 
 /** A shopper's order, paid through a signed success notification as the provider would send it. */
@@ -63,4 +64,34 @@ export async function deliverAll(mockPay: MockPayContext, rounds = 30) {
     if (sent === 0 && (due?.n ?? 0) === 0) return;
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
+}
+
+/**
+ * A new shopper's order with its payment opened (MockPay's pay page opened too, unless `open: false`):
+ * the starting point of every cancel, timeout and late-payment story.
+ */
+export async function orderAwaitingPayment(
+  app: AppContext,
+  mockPay: MockPayContext,
+  { open = true, items = [{ skuId: "SKU-MUG", quantity: 1 }] }: { open?: boolean; items?: OrderLine[] } = {},
+) {
+  const userId = randomUUID();
+  const caller = createCaller({ app, userId, requestId: randomUUID() });
+  const { orderId } = await caller.checkout.createOrder({ requestId: randomUUID(), items });
+  const payment = await caller.payments.create({ orderId });
+  const link = payRequestSchema.parse(Object.fromEntries(new URL(payment.payUrl, "http://x").searchParams));
+  const { sig, ...request } = link;
+  const openPayPage = () => openTrade(mockPay.db, request, sig, mockPay.webhookSecret);
+  if (open) await openPayPage();
+  return {
+    userId,
+    caller,
+    orderId,
+    payment,
+    outTradeNo: payment.outTradeNo,
+    link,
+    openPayPage,
+    /** The shopper presses Confirm on MockPay's page. */
+    confirm: () => confirmTrade(mockPay.db, mockPay.appId, payment.outTradeNo),
+  };
 }

@@ -64,53 +64,24 @@ export default async function AdminPage({ searchParams }: { searchParams: Promis
       </section>
 
       <h3>Failed refunds</h3>
-      {o.failedRefunds.length === 0 ? (
-        <p>None.</p>
-      ) : (
-        <table>
-          <tbody>
-            {o.failedRefunds.map((refund) => (
-              <tr key={refund.id} className="failed" data-testid="failed-refund">
-                <td>{refund.refundNo}</td>
-                <td>{refund.amountCents}</td>
-                <td>{refund.failureReason}</td>
-                <td>
-                  <form
-                    method="post"
-                    action={`/api/admin/refunds/${encodeURIComponent(refund.refundNo)}/retry`}
-                  >
-                    <button type="submit">Retry</button>
-                  </form>
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      )}
+      <RetryTable
+        testId="failed-refund"
+        rows={o.failedRefunds.map((refund) => ({
+          key: refund.id,
+          cells: [refund.refundNo, String(refund.amountCents), refund.failureReason ?? ""],
+          retry: `/api/admin/refunds/${encodeURIComponent(refund.refundNo)}/retry`,
+        }))}
+      />
 
       <h3>Dead letters</h3>
-      {o.deadLetters.length === 0 ? (
-        <p>None.</p>
-      ) : (
-        <table>
-          <tbody>
-            {o.deadLetters.map((job) => (
-              <tr key={job.id} className="failed" data-testid="dead-letter">
-                <td>{job.key}</td>
-                <td>
-                  {job.attempts}/{job.max_attempts}
-                </td>
-                <td>{job.last_error?.slice(0, 120)}</td>
-                <td>
-                  <form method="post" action={`/api/admin/jobs/${job.id}/retry`}>
-                    <button type="submit">Retry</button>
-                  </form>
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      )}
+      <RetryTable
+        testId="dead-letter"
+        rows={o.deadLetters.map((job) => ({
+          key: job.id,
+          cells: [job.key ?? "", `${job.attempts}/${job.max_attempts}`, job.last_error?.slice(0, 120) ?? ""],
+          retry: `/api/admin/jobs/${job.id}/retry`,
+        }))}
+      />
       {o.failingJobs.length > 0 && (
         <p className="muted small">
           {o.failingJobs.length} job(s) failing and being retried with backoff:{" "}
@@ -239,5 +210,35 @@ export default async function AdminPage({ searchParams }: { searchParams: Promis
         </table>
       )}
     </section>
+  );
+}
+
+/** Things that failed for good, each with a Retry button (a plain form post to its admin route). */
+function RetryTable({
+  rows,
+  testId,
+}: {
+  rows: { key: string; cells: string[]; retry: string }[];
+  testId: string;
+}) {
+  if (rows.length === 0) return <p>None.</p>;
+  return (
+    <table>
+      <tbody>
+        {rows.map((row) => (
+          <tr key={row.key} className="failed" data-testid={testId}>
+            {row.cells.map((cell, i) => (
+              // biome-ignore lint/suspicious/noArrayIndexKey: a row's cells are a fixed list of columns
+              <td key={i}>{cell}</td>
+            ))}
+            <td>
+              <form method="post" action={row.retry}>
+                <button type="submit">Retry</button>
+              </form>
+            </td>
+          </tr>
+        ))}
+      </tbody>
+    </table>
   );
 }
