@@ -50,6 +50,11 @@ export default defineConfig({
       DATA_DIR: E2E_DATA_DIR,
       NEXT_TELEMETRY_DISABLED: "1",
       ADMIN_TOKEN: E2E_ADMIN_TOKEN,
+      SESSION_SECRET: "e2e-session-secret-0123456789abcdefghijk",
+      PROVIDER_WEBHOOK_SECRET: "whsec_e2e_0123456789abcdefghijklmnopqr",
+      // Every test's fresh browser comes from 127.0.0.1 (test/security-limits.test.ts covers these limits).
+      GATEWAY_IDENTITY_POINTS: "10000",
+      GATEWAY_CLIENT_WRITE_POINTS: "10000",
     },
   },
 });

@@ -40,3 +40,36 @@ test("pay, wait for fulfilment, refund, and the books still balance", async ({ p
   await page.goto(`/admin?token=${E2E_ADMIN_TOKEN}`);
   await expect(page.getByTestId("reconciliation-status")).toContainText("No violation");
 });
+
+test("double-clicking 'Return one' gives one mug back: one refund for its price, one unit of stock, points cut", async ({
+  page,
+  context,
+}) => {
+  const shop = new ShopPage(page);
+  await placeAndPay(shop);
+  await expect(page.getByTestId("order-status")).toHaveText("SHIPPED", { timeout: 20_000 });
+  const [order] = await ordersOf(await shopperId(context));
+  const orderId = order?.id ?? "";
+  const sql = database();
+
+  await page.getByRole("button", { name: "Return one Enamel mug" }).dblclick();
+  await expect(page.getByTestId("refund-status")).toHaveText("REFUND_SUCCESS", { timeout: 20_000 });
+  await expect(page.getByTestId("refund")).toContainText("gives back 1 × SKU-MUG");
+  // Half the order back: still SHIPPED, one mug returned to stock, points for the 12.50 kept.
+  await expect
+    .poll(
+      async () =>
+        (
+          await sql`
+            SELECT (SELECT status FROM orders WHERE id = ${orderId}) AS status,
+                   (SELECT coalesce(sum(quantity), 0)::int FROM stock_return_record WHERE order_id = ${orderId}) AS returned,
+                   (SELECT amount FROM benefit_grant WHERE order_id = ${orderId} AND benefit_type = 'LOYALTY_POINTS')
+                   - (SELECT coalesce(sum(amount), 0)::int FROM benefit_reversal
+                       WHERE order_id = ${orderId} AND benefit_type = 'LOYALTY_POINTS') AS points`
+        )[0],
+      { timeout: 20_000 },
+    )
+    .toEqual({ status: "SHIPPED", returned: 1, points: 12 });
+  const refunds = await sql`SELECT amount_cents FROM refund_order WHERE order_id = ${orderId}`;
+  expect(refunds.map((r) => Number(r.amount_cents))).toEqual([1250]);
+});

@@ -21,6 +21,7 @@ import { CATALOGUE, seedCatalogue } from "~/server/db/seed";
 import { ensureBuild } from "./lib/build";
 import { checkInvariants, settle, stallReport } from "./lib/chaos/checks";
 import { Cluster } from "./lib/chaos/cluster";
+import { startOperator } from "./lib/chaos/operator";
 import { Faults, Invariants, printReport } from "./lib/chaos/report";
 import { runShopper, type ShopperRecord } from "./lib/chaos/shopper";
 import { startThrowawayPostgres } from "./lib/embedded-postgres";
@@ -50,12 +51,20 @@ const args = new Map(
 const log = (m: string) => console.log(`[chaos] ${m}`);
 
 /** The events of a run that hit the whole system, at fixed points of its progress. */
-const SYSTEM_FAULTS: { at: number; fault: "kill A" | "kill B" | "drop connections" }[] = [
+const SYSTEM_FAULTS: { at: number; fault: "kill A" | "kill B" | "drop connections" | "pause worker" }[] = [
   { at: 0.15, fault: "kill A" },
+  { at: 0.25, fault: "pause worker" },
   { at: 0.35, fault: "drop connections" },
   { at: 0.55, fault: "kill B" },
+  { at: 0.65, fault: "pause worker" },
   { at: 0.75, fault: "drop connections" },
 ];
+const SYSTEM_FAULT_NAMES = {
+  "kill A": "app instance killed (SIGKILL) and restarted",
+  "kill B": "app instance killed (SIGKILL) and restarted",
+  "drop connections": "all database connections dropped",
+  "pause worker": "worker paused 4 s (events queue; refunds land before fulfilment)",
+} as const;
 
 interface RunSummary {
   plan: RunPlan;
@@ -87,8 +96,10 @@ async function runOnce(plan: RunPlan, adminUrl: string): Promise<RunSummary> {
   const cluster = new Cluster({ databaseUrl, consumerCrashRate: plan.crashRate, log, logDir });
   const records: ShopperRecord[] = [];
   const started = Date.now();
+  let stopOperator = async () => {};
   try {
     await cluster.start();
+    stopOperator = startOperator(db, cluster, faults);
     const skuIds = CATALOGUE.map((item) => item.id);
     let next = 0;
     let finished = 0;
@@ -98,15 +109,13 @@ async function runOnce(plan: RunPlan, adminUrl: string): Promise<RunSummary> {
       finished++;
       while (pending[0] && finished / plan.shoppers >= pending[0].at) {
         const { fault } = pending.shift() as (typeof SYSTEM_FAULTS)[number];
-        faults.count(
-          fault === "drop connections"
-            ? "all database connections dropped"
-            : "app instance killed (SIGKILL) and restarted",
-        );
+        faults.count(SYSTEM_FAULT_NAMES[fault]);
         systemFaults.push(
           fault === "drop connections"
             ? cluster.dropDatabaseConnections()
-            : cluster.killApp(fault === "kill A" ? 0 : 1, 1_500),
+            : fault === "pause worker"
+              ? cluster.pauseWorker(4_000)
+              : cluster.killApp(fault === "kill A" ? 0 : 1, 1_500),
         );
       }
     };
@@ -122,6 +131,7 @@ async function runOnce(plan: RunPlan, adminUrl: string): Promise<RunSummary> {
     await Promise.all(systemFaults);
     log(`shoppers done in ${((Date.now() - started) / 1000).toFixed(1)} s; waiting for the system to settle`);
     const settled = await settle(db, 120_000);
+    await stopOperator();
     log(settled.ok ? `settled in ${settled.seconds.toFixed(1)} s` : `did not settle: ${settled.detail}`);
     if (!settled.ok)
       for (const line of await stallReport(db).catch((e: unknown) => [String(e)])) log(`  ${line}`);
@@ -140,6 +150,7 @@ async function runOnce(plan: RunPlan, adminUrl: string): Promise<RunSummary> {
     if (!ok) keepRegression(plan, invariants);
     return { plan, faults: faults.entries(), checks: invariants.checks };
   } finally {
+    await stopOperator();
     await cluster.stop().catch(() => {});
     await closeDb(db);
     if (args.has("keep")) log(`database kept: ${databaseUrl}`);

@@ -8,7 +8,7 @@ const env = getEnv();
 const db = createDb(env.databaseUrl, { max: 2 });
 let code = 0;
 try {
-  const report = await reconcile(db);
+  const report = await reconcile(db, { paymentTimeoutS: env.ORDER_PAYMENT_TIMEOUT_S });
   for (const invariant of report.invariants) {
     const mark = invariant.violations.length === 0 ? "ok  " : "FAIL";
     console.log(`${mark} ${invariant.name}: ${invariant.description}`);

@@ -30,12 +30,21 @@ async function main() {
       ...process.env,
       DATABASE_URL: database.url,
       NEXT_TELEMETRY_DISABLED: "1",
+      // Given, or generated on first start and kept in SECRETS_FILE: the server (NODE_ENV=production) needs them given.
+      SESSION_SECRET: env.SESSION_SECRET,
+      PROVIDER_WEBHOOK_SECRET: env.PROVIDER_WEBHOOK_SECRET,
+      ADMIN_TOKEN: env.ADMIN_TOKEN,
       ...(mode === "dev" ? {} : { NODE_ENV: "production" }),
     },
   });
   log(`serving on http://localhost:${env.PORT}`);
-  // Only the development default is printed; a token set by the operator stays a secret.
-  const token = env.ADMIN_TOKEN === "dev-admin-token" ? env.ADMIN_TOKEN : "<ADMIN_TOKEN>";
+  // Only a generated token is printed (it is in SECRETS_FILE anyway); one set by the operator stays a secret.
+  const token = env.generatedSecrets.includes("ADMIN_TOKEN") ? env.ADMIN_TOKEN : "<ADMIN_TOKEN>";
+  if (env.generatedSecrets.length > 0) {
+    log(
+      `secrets not in the environment (${env.generatedSecrets.join(", ")}) are kept in ${env.SECRETS_FILE}`,
+    );
+  }
   log(`operations: http://localhost:${env.PORT}/admin?token=${token}`);
   log(`payment provider admin: http://localhost:${env.PORT}/provider/admin?token=${token}`);
 

@@ -1,5 +1,12 @@
 import path from "node:path";
 import { z } from "zod";
+import {
+  localSecrets,
+  productionSecretProblems,
+  SECRET_NAMES,
+  type SecretName,
+  type Secrets,
+} from "./env-secrets";
 
 const DEFAULT_DATA_DIR = ".data/postgres";
 
@@ -35,7 +42,12 @@ const schema = z.object({
   DB_STATEMENT_TIMEOUT_MS: z.coerce.number().int().nonnegative().default(15_000),
   /** The server ends a session idle inside a transaction this long (0: never), releasing its locks. */
   DB_IDLE_IN_TRANSACTION_TIMEOUT_MS: z.coerce.number().int().nonnegative().default(30_000),
-  SESSION_SECRET: z.string().min(16).default("dev-only-session-secret-change-me"),
+  /**
+   * The secrets (SESSION_SECRET, PROVIDER_WEBHOOK_SECRET, ADMIN_TOKEN) have no defaults: in production they
+   * must be set (32+ characters); elsewhere the missing ones are generated once and kept in SECRETS_FILE.
+   */
+  SESSION_SECRET: z.string().min(16).optional(),
+  SECRETS_FILE: z.string().min(1).default(".data/secrets.json"),
   IDEMPOTENCY_TTL_HOURS: z.coerce.number().positive().default(24),
   IDEMPOTENCY_LEASE_MS: z.coerce.number().int().positive().default(30_000),
   IDEMPOTENCY_WAIT_MS: z.coerce.number().int().nonnegative().default(5_000),
@@ -43,7 +55,7 @@ const schema = z.object({
   /** Where the mock provider sends notifications; defaults to this instance (http://127.0.0.1:PORT). */
   APP_BASE_URL: z.url().optional(),
   /** Shared between the merchant and the mock provider, as with a real provider's webhook secret. */
-  PROVIDER_WEBHOOK_SECRET: z.string().min(16).default("whsec_dev_only_change_me_0123456789"),
+  PROVIDER_WEBHOOK_SECRET: z.string().min(16).optional(),
   PROVIDER_APP_ID: z.string().min(1).default("app_checkout_demo"),
   /** Notification timestamps older or newer than this are refused. */
   PAYMENT_TIMESTAMP_TOLERANCE_S: z.coerce.number().int().positive().default(300),
@@ -75,8 +87,10 @@ const schema = z.object({
    * itself (SIGKILL) right after a consumer committed its effect, before the queue hears about it.
    */
   FAULT_CONSUMER_CRASH_RATE: z.coerce.number().min(0).max(1).default(0),
-  /** Guards /admin and /provider/admin (printed at start-up). */
-  ADMIN_TOKEN: z.string().min(8).default("dev-admin-token"),
+  /** Guards /admin and /provider/admin (printed at start-up when it was generated). */
+  ADMIN_TOKEN: z.string().min(8).optional(),
+  /** How long a REST API token is valid after it was issued. */
+  API_TOKEN_TTL_HOURS: z.coerce.number().positive().default(24),
   /** POST /api/v1/tokens makes new guest shoppers (handy in development; turn off where it is not wanted). */
   API_TOKENS_ENABLED: flag(true),
   /** The gateway layer (rate limits, duplicate bursts) in front of order, payment and refund creation. */
@@ -87,16 +101,29 @@ const schema = z.object({
   GATEWAY_RATE_WINDOW_S: z.coerce.number().int().positive().default(10),
   GATEWAY_DUPLICATE_POINTS: z.coerce.number().int().positive().default(5),
   GATEWAY_DUPLICATE_WINDOW_S: z.coerce.number().int().positive().default(1),
+  /** New shopper identities (guest sessions, API tokens) one client address may make per minute. */
+  GATEWAY_IDENTITY_POINTS: z.coerce.number().int().positive().default(30),
+  /** Writes one client address may make per operation in GATEWAY_RATE_WINDOW_S, whoever it says it is. */
+  GATEWAY_CLIENT_WRITE_POINTS: z.coerce.number().int().positive().default(120),
+  /**
+   * Which peers are trusted proxies, whose X-Forwarded-For / X-Forwarded-Proto are believed: off by default
+   * (the socket's address is the client). "loopback", addresses or subnets ("10.0.0.0/8,loopback"), or a
+   * number of hops. Set it only behind a proxy that overwrites those headers.
+   */
+  TRUST_PROXY: z.string().default(""),
   /** Serves /api/bench/trpc, the benchmark's unprotected baseline. Never in production. */
   BENCH_ROUTES: flag(false),
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
 });
 
-export type Env = z.infer<typeof schema> & {
-  databaseUrl: string;
-  appBaseUrl: string;
-  providerBaseUrl: string;
-};
+export type Env = Omit<z.infer<typeof schema>, SecretName> &
+  Secrets & {
+    /** The secrets this process generated or read from SECRETS_FILE (not given by the environment). */
+    generatedSecrets: SecretName[];
+    databaseUrl: string;
+    appBaseUrl: string;
+    providerBaseUrl: string;
+  };
 
 /**
  * Where the embedded server puts its Unix socket: its data folder, unless that
@@ -121,9 +148,31 @@ function load(): Env {
     throw new Error(`Invalid environment:\n${z.prettifyError(parsed.error)}`);
   }
   const env = parsed.data;
+  const given = {
+    SESSION_SECRET: env.SESSION_SECRET,
+    PROVIDER_WEBHOOK_SECRET: env.PROVIDER_WEBHOOK_SECRET,
+    ADMIN_TOKEN: env.ADMIN_TOKEN,
+  };
+  let secrets: Secrets;
+  let generatedSecrets: SecretName[] = [];
+  if (env.NODE_ENV === "production") {
+    const problems = productionSecretProblems(given);
+    if (problems.length > 0) {
+      throw new Error(
+        `NODE_ENV=production needs its secrets from the environment:\n- ${problems.join("\n- ")}`,
+      );
+    }
+    secrets = given as Secrets;
+  } else {
+    generatedSecrets = SECRET_NAMES.filter((name) => !given[name]);
+    const local = generatedSecrets.length > 0 ? localSecrets(path.resolve(env.SECRETS_FILE)) : undefined;
+    secrets = Object.fromEntries(SECRET_NAMES.map((name) => [name, given[name] || local?.[name]])) as Secrets;
+  }
   const appBaseUrl = (env.APP_BASE_URL ?? `http://127.0.0.1:${env.PORT}`).replace(/\/$/, "");
   return {
     ...env,
+    ...secrets,
+    generatedSecrets,
     databaseUrl: env.DATABASE_URL ?? embeddedDatabaseUrl(env.EMBEDDED_PG_PORT, "checkout", env.DATA_DIR),
     appBaseUrl,
     providerBaseUrl: (env.PROVIDER_BASE_URL ?? appBaseUrl).replace(/\/$/, ""),

@@ -1,5 +1,7 @@
 import { type NextRequest, NextResponse } from "next/server";
 import { getEnv } from "./env";
+import { getAppContext } from "./server/app-context";
+import { isDomainError } from "./server/errors";
 import {
   newGuestId,
   SESSION_COOKIE,
@@ -8,6 +10,7 @@ import {
   verifySession,
 } from "./server/session/session";
 import { ADMIN_UNAUTHORIZED_HTML, adminCookieHeader, isAdminRequest } from "./shared/admin-auth";
+import { clientAddressOf, isHttps } from "./shared/client-address";
 
 const ADMIN_PAGES = /^\/(admin|provider\/admin)(\/|$)/;
 
@@ -25,23 +28,37 @@ function guardAdmin(request: NextRequest): NextResponse | undefined {
         headers: { "content-type": "text/html" },
       });
     const response = NextResponse.redirect(clean, 303);
-    response.headers.append("set-cookie", adminCookieHeader(token));
+    response.headers.append("set-cookie", adminCookieHeader(token, isHttps(request.headers)));
     return response;
   }
   if (isAdminRequest(request.headers, token)) return undefined;
   return new NextResponse(ADMIN_UNAUTHORIZED_HTML, { status: 401, headers: { "content-type": "text/html" } });
 }
 
-/** Gives every visitor a signed guest session on the first page they open; guards the operator pages. */
-export function proxy(request: NextRequest) {
+/**
+ * Gives every visitor a signed guest session on the first page they open — as many as the gateway lets one
+ * client address make (past that, the page is served without one); guards the operator pages.
+ */
+export async function proxy(request: NextRequest) {
   const denied = guardAdmin(request);
   if (denied) return denied;
   const secret = getEnv().SESSION_SECRET;
   if (verifySession(request.cookies.get(SESSION_COOKIE)?.value, secret)) return NextResponse.next();
+  try {
+    await getAppContext().gateway.admitClient({
+      address: clientAddressOf(request.headers),
+      action: "identity",
+    });
+  } catch (error) {
+    if (isDomainError(error, "RATE_LIMITED")) return NextResponse.next();
+    throw error;
+  }
   const value = signSession(newGuestId(), secret);
   request.cookies.set(SESSION_COOKIE, value);
   const response = NextResponse.next({ request: { headers: request.headers } });
-  response.headers.append("set-cookie", sessionCookieHeader(value, false));
+  response.headers.append("set-cookie", sessionCookieHeader(value, isHttps(request.headers)));
+  // A page that hands out a session must never be kept by a shared cache (it would hand out that session).
+  response.headers.set("cache-control", "private, no-store");
   return response;
 }
 

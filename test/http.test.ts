@@ -255,4 +255,47 @@ describe("REST API against the production server", () => {
     const [row] = await t.sql`SELECT count(*)::int AS n FROM orders WHERE user_id = ${userId}`;
     expect(row?.n).toBe(1);
   });
+
+  it("spends one coupon once when different intents race over two instances, over tRPC and REST", async () => {
+    const { token } = (await (await fetch(`${first.baseUrl}/api/v1/tokens`, { method: "POST" })).json()) as {
+      token: string;
+    };
+    const userId = token.slice(3).split(".")[0] ?? "";
+    const code = `THANKS-${randomUUID().slice(0, 8).toUpperCase()}`;
+    // The coupon a paid order earned (the benefits consumer's grant).
+    await t.sql`
+      WITH earned AS (
+        INSERT INTO orders (user_id, request_id, amount_cents, status) VALUES (${userId}, ${randomUUID()}, 1250, 'SHIPPED')
+        RETURNING id)
+      INSERT INTO benefit_grant (order_id, user_id, benefit_type, amount, code)
+      SELECT id, ${userId}, 'COUPON', 500, ${code} FROM earned`;
+    const answers = await Promise.all(
+      Array.from({ length: 20 }, (_, i) =>
+        fetch(`${i % 2 ? second.baseUrl : first.baseUrl}/api/v1/orders`, {
+          method: "POST",
+          headers: {
+            authorization: `Bearer ${token}`,
+            "idempotency-key": randomUUID(),
+            "content-type": "application/json",
+          },
+          body: JSON.stringify({ items: [{ skuId: "SKU-MUG", quantity: 1 }], couponCode: code }),
+        }),
+      ),
+    );
+    const statuses = answers.map((a) => a.status).sort();
+    expect(statuses.filter((s) => s === 201)).toHaveLength(1);
+    expect(statuses.filter((s) => s === 412)).toHaveLength(19);
+    const refused = (await answers.find((a) => a.status === 412)?.json()) as { code: string };
+    expect(refused.code).toBe("COUPON_ALREADY_USED");
+    const placed = (await answers.find((a) => a.status === 201)?.json()) as {
+      amountCents: number;
+      discountCents: number;
+    };
+    expect(placed).toMatchObject({ amountCents: 750, discountCents: 500 });
+    const [row] = await t.sql`
+      SELECT count(*)::int AS orders, count(*) FILTER (WHERE discount_cents > 0)::int AS discounted,
+             (SELECT count(*)::int FROM coupon_redemption WHERE code = ${code}) AS redemptions
+        FROM orders WHERE user_id = ${userId} AND status = 'PENDING_PAYMENT'`;
+    expect(row).toEqual({ orders: 1, discounted: 1, redemptions: 1 });
+  });
 });

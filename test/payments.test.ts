@@ -115,27 +115,76 @@ describe("payment notifications (merchant side)", () => {
   });
 
   it.each([
-    ["a tampered signature", "BAD_SIGNATURE", 401, { secret: "whsec_someone_else_entirely" }],
-    ["a stale timestamp", "STALE_TIMESTAMP", 401, { timestampS: Math.floor(Date.now() / 1000) - 3600 }],
-    [
-      "a timestamp from the future",
-      "STALE_TIMESTAMP",
-      401,
-      { timestampS: Math.floor(Date.now() / 1000) + 3600 },
-    ],
-    ["a body that is not JSON", "MALFORMED", 400, { raw: "{oops" }],
-  ])("answers %s with an error and changes nothing", async (_name, outcome, status, options) => {
-    const { order, payment } = await pendingPayment();
-    const answer = await deliver(successBody(payment.outTradeNo, payment.amountCents), options);
-    expect(answer.httpStatus).toBe(status);
-    expect(answer.body.code).toBe("FAIL");
-    expect(await state(order.orderId)).toMatchObject({
-      order_status: "PENDING_PAYMENT",
-      successes: 0,
-      events: 0,
-    });
+    ["a tampered signature", "BAD_SIGNATURE", { secret: "whsec_someone_else_entirely" }],
+    ["a stale timestamp", "STALE_TIMESTAMP", { timestampS: Math.floor(Date.now() / 1000) - 3600 }],
+    ["a timestamp from the future", "STALE_TIMESTAMP", { timestampS: Math.floor(Date.now() / 1000) + 3600 }],
+  ])(
+    "answers %s with 401, changes nothing, and only counts it: no stored fact, no link to the payment",
+    async (_name, reason, options) => {
+      const { order, payment } = await pendingPayment();
+      const storedBefore = await t.sql`SELECT count(*)::int AS n FROM payment_notification`;
+      const answer = await deliver(successBody(payment.outTradeNo, payment.amountCents), options);
+      expect(answer.httpStatus).toBe(401);
+      expect(answer.body.code).toBe("FAIL");
+      expect(await state(order.orderId)).toMatchObject({
+        order_status: "PENDING_PAYMENT",
+        successes: 0,
+        events: 0,
+      });
+      expect(await t.sql`SELECT count(*)::int AS n FROM payment_notification`).toEqual(storedBefore);
+      expect(await app.payments.refusals.flush(t.db)).toEqual({ [reason]: 1 });
+    },
+  );
+
+  it("answers an unsigned notification 401 and a signed body that is not a notification 400 (that one is a verified fact)", async () => {
+    const { payment } = await pendingPayment();
+    const unsigned = await handlePaymentNotification(
+      t.db,
+      {
+        body: JSON.stringify(successBody(payment.outTradeNo, payment.amountCents)),
+        signature: null,
+        deliveryId: null,
+      },
+      app.payments,
+    );
+    expect(unsigned.httpStatus).toBe(401);
+    expect(await app.payments.refusals.flush(t.db)).toEqual({ UNSIGNED: 1 });
+    const malformed = await deliver(null, { raw: "{oops" });
+    expect(malformed.httpStatus).toBe(400);
     const [logged] = await t.sql`SELECT outcome FROM payment_notification ORDER BY id DESC LIMIT 1`;
-    expect(logged?.outcome).toBe(outcome);
+    expect(logged?.outcome).toBe("MALFORMED");
+  });
+
+  it("keeps 1,000 forged notifications to one row per minute and reason, and raises no alert while real ones pass", async () => {
+    const { payment } = await pendingPayment();
+    const body = JSON.stringify(successBody(payment.outTradeNo, payment.amountCents));
+    const forged = signBody("whsec_a_forger_guessing", body, Math.floor(Date.now() / 1000));
+    await t.sql`DELETE FROM refused_notification`;
+    await Promise.all(
+      Array.from({ length: 1_000 }, (_, i) =>
+        handlePaymentNotification(
+          t.db,
+          { body, signature: i % 2 ? forged : null, deliveryId: null },
+          app.payments,
+        ),
+      ),
+    );
+    await app.payments.refusals.flush(t.db);
+    const rows = await t.sql<{ reason: string; count: number }[]>`
+      SELECT reason, count FROM refused_notification ORDER BY reason`;
+    expect(rows.length).toBeLessThanOrEqual(4); // two reasons, at most two minutes
+    const total = (reason: string) =>
+      rows.filter((r) => r.reason === reason).reduce((sum, r) => sum + r.count, 0);
+    expect([total("BAD_SIGNATURE"), total("UNSIGNED")]).toEqual([500, 500]);
+    // A verified notification in the same 10 minutes: the forgeries are a figure, not an alert.
+    await deliver(successBody(payment.outTradeNo, payment.amountCents));
+    const figures = await opsFigures(t.db);
+    expect(figures.signatureFailures10m).toBeGreaterThanOrEqual(1_000);
+    expect(alertsFrom(figures).map((a) => a.name)).not.toContain("signature_failures");
+    // None verified: the provider's own may be failing (a wrong secret), and a person is told.
+    expect(alertsFrom({ ...figures, verifiedNotifications10m: 0 }).map((a) => a.name)).toContain(
+      "signature_failures",
+    );
   });
 
   it("refuses a wrong amount as an alert, a wrong app and an unknown payment, changing nothing", async () => {
@@ -291,6 +340,8 @@ describe("the mock provider's delivery", () => {
   let queryAnswerSecret = TEST_WEBHOOK_SECRET;
   /** Per out_trade_no: how many deliveries to fail first, and how (HTTP 500 or too slow). */
   const failFirst = new Map<string, { count: number; mode: "error" | "slow" }>();
+  /** Status queries the provider was asked, per out_trade_no. */
+  const statusQueries = new Map<string, number>();
 
   beforeAll(async () => {
     // The merchant endpoint as the provider sees it: the real handler, behind a flaky network.
@@ -299,6 +350,7 @@ describe("the mock provider's delivery", () => {
         // The provider's status query, as its route serves it.
         const url = new URL(req.url ?? "/", "http://x");
         const outTradeNo = decodeURIComponent(url.pathname.split("/").pop() ?? "");
+        statusQueries.set(outTradeNo, (statusQueries.get(outTradeNo) ?? 0) + 1);
         void answerStatusQuery(
           mockPay.db,
           {
@@ -521,6 +573,44 @@ describe("the mock provider's delivery", () => {
     expect(await state(order.orderId)).toMatchObject({ successes: 1, events: 1 });
   });
 
+  it("coalesces 50 concurrent checks of one order into one signed question to the provider", async () => {
+    const { userId, order, payment } = await paidTrade();
+    await t.sql`UPDATE provider_trade SET drop_notifications = true WHERE out_trade_no = ${payment.outTradeNo}`;
+    const owner = createCaller({ app: { ...app, payments: queryDeps() }, userId, requestId: "r" });
+    const answers = await Promise.all(
+      Array.from({ length: 50 }, () => owner.payments.checkStatus({ orderId: order.orderId })),
+    );
+    expect(statusQueries.get(payment.outTradeNo)).toBe(1);
+    // Every caller waited for the one question and saw its answer.
+    expect(new Set(answers.map((a) => a.orderStatus))).toEqual(new Set(["PAID"]));
+    expect(await state(order.orderId)).toMatchObject({ successes: 1, events: 1 });
+
+    // A payment still open at the provider: asked again within the second (a click on another instance,
+    // say), it is not asked again; a second later it is.
+    const open = await openTradeAtProvider();
+    const shopper = createCaller({
+      app: { ...app, payments: queryDeps() },
+      userId: open.userId,
+      requestId: "r",
+    });
+    await Promise.all(
+      Array.from({ length: 10 }, () => shopper.payments.checkStatus({ orderId: open.order.orderId })),
+    );
+    expect(statusQueries.get(open.payment.outTradeNo)).toBe(1);
+    // Another instance asked a moment ago (set a little ahead, so a slow machine cannot outlast the second).
+    await t.sql`UPDATE payment_order SET last_queried_at = now() + interval '5 seconds'
+                 WHERE out_trade_no = ${open.payment.outTradeNo}`;
+    await shopper.payments.checkStatus({ orderId: open.order.orderId });
+    expect(statusQueries.get(open.payment.outTradeNo)).toBe(1);
+    await t.sql`UPDATE payment_order SET last_queried_at = now() - interval '2 seconds'
+                 WHERE out_trade_no = ${open.payment.outTradeNo}`;
+    expect(await shopper.payments.checkStatus({ orderId: open.order.orderId })).toMatchObject({
+      orderStatus: "PENDING_PAYMENT",
+      checked: [{ providerStatus: "WAITING" }],
+    });
+    expect(statusQueries.get(open.payment.outTradeNo)).toBe(2);
+  });
+
   it("lets the admin page fire concurrent duplicates and faults at a paid trade without a second effect", async () => {
     const { order, payment } = await paidTrade();
     expect(await deliverUntilSettled(payment.outTradeNo)).toBe("DELIVERED");
@@ -551,14 +641,9 @@ describe("the mock provider's delivery", () => {
     });
     const outcomes = await t.sql`
       SELECT DISTINCT outcome FROM payment_notification WHERE out_trade_no = ${payment.outTradeNo} ORDER BY outcome`;
-    expect(outcomes.map((r) => r.outcome)).toEqual([
-      "AMOUNT_MISMATCH",
-      "BAD_SIGNATURE",
-      "DUPLICATE",
-      "IGNORED",
-      "PROCESSED",
-      "STALE_TIMESTAMP",
-    ]);
+    // The tampered and the stale one failed verification: counted, not on the payment's record.
+    expect(outcomes.map((r) => r.outcome)).toEqual(["AMOUNT_MISMATCH", "DUPLICATE", "IGNORED", "PROCESSED"]);
+    expect(await app.payments.refusals.flush(t.db)).toEqual({ BAD_SIGNATURE: 1, STALE_TIMESTAMP: 1 });
   });
 
   it("lets the admin page delay and drop deliveries", async () => {

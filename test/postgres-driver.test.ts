@@ -45,6 +45,42 @@ describe("postgres.js on a connection the server terminated", () => {
     }
   });
 
+  it("never runs what is left of a transaction, or of a reservation, on its connection once that reconnected for the pool", async () => {
+    // One connection: after its backend is terminated, the next pool query reconnects that very connection.
+    const sql = pgClient(t.url, { max: 1, onnotice: () => {} });
+    const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+    await t.sql`CREATE TABLE half_done (n int)`;
+    try {
+      const transaction = sql.begin(async (tx) => {
+        const [{ pid }] = (await tx`SELECT pg_backend_pid() AS pid`) as unknown as [{ pid: number }];
+        await t.sql`SELECT pg_terminate_backend(${pid})`;
+        await pause(300);
+        await sql`SELECT 1`;
+        // Unpatched, this ran on the reconnected connection outside any transaction, and committed.
+        await tx`INSERT INTO half_done VALUES (1)`;
+      });
+      await expect(transaction).rejects.toMatchObject({ code: "CONNECTION_CLOSED" });
+      const [done] = await t.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM half_done`;
+      expect(done?.n).toBe(0);
+
+      const reserved = await sql.reserve();
+      const [{ pid }] = (await reserved`SELECT pg_backend_pid() AS pid`) as unknown as [{ pid: number }];
+      await t.sql`SELECT pg_terminate_backend(${pid})`;
+      await pause(300);
+      const pooled = sql`SELECT 1`;
+      // Unpatched: UNSAFE_TRANSACTION, a BEGIN run on the pool's shared connection (the chaos run's 500).
+      await expect(reserved`BEGIN`).rejects.toMatchObject({ code: "CONNECTION_CLOSED" });
+      await pooled;
+      reserved.release();
+      // And the pool's connection is in no transaction left open: two statements, two transactions.
+      const [first] = (await sql`SELECT txid_current()::text AS x`) as unknown as [{ x: string }];
+      const [second] = (await sql`SELECT txid_current()::text AS x`) as unknown as [{ x: string }];
+      expect(second.x).not.toBe(first.x);
+    } finally {
+      await Promise.race([sql.end({ timeout: 1 }), new Promise((resolve) => setTimeout(resolve, 2_000))]);
+    }
+  });
+
   it("fails a query in flight, and those queued behind it, when the server terminates the backend", async () => {
     const sql = pgClient(t.url, { max: 1, onnotice: () => {} });
     try {

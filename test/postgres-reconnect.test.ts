@@ -111,3 +111,28 @@ describe("postgres.js when the server terminates a connection while it starts", 
     }
   });
 });
+
+describe("postgres.js when a row arrives that no query asked for", () => {
+  // Seen in a chaos run after dropped connections: a DataRow read against a query whose statement had
+  // no columns threw a TypeError from the socket handler, which reached the shopper as a 500.
+  it("fails the query with CONNECTION_CLOSED (retryable), drops the out-of-step socket, and the next query is right", async () => {
+    const sql = client(1);
+    try {
+      await sql`SELECT 1 AS warm`;
+      proxy.strayRowOn("stray_marker");
+      const failed = await sql`SELECT ${5}::int AS stray_marker`.then(
+        (rows) => ({ rows }),
+        (error: unknown) => ({ error }),
+      );
+      expect(failed).toMatchObject({ error: { code: "CONNECTION_CLOSED" } });
+      const results = await Promise.all(
+        [1, 2, 3].map((i) => sql`SELECT ${i}::int AS i`.then((rows) => rows[0]?.i)),
+      );
+      expect(results).toEqual([1, 2, 3]);
+      await settle();
+      expect(unhandled).toEqual([]);
+    } finally {
+      await end(sql);
+    }
+  });
+});

@@ -9,6 +9,7 @@ import {
   freePort,
   HttpShopper,
   TEST_SERVER_ADMIN_TOKEN,
+  TEST_SERVER_SESSION_SECRET,
   TEST_SERVER_WEBHOOK_SECRET,
 } from "./support/app-server";
 import { createTestDatabase, type TestDatabase } from "./support/database";
@@ -77,6 +78,7 @@ describe("npm run dev (Next's development server, same route files)", () => {
         GATEWAY_ENABLED: "false",
         ADMIN_TOKEN: TEST_SERVER_ADMIN_TOKEN,
         PROVIDER_WEBHOOK_SECRET: TEST_SERVER_WEBHOOK_SECRET,
+        SESSION_SECRET: TEST_SERVER_SESSION_SECRET,
       },
     });
   }, 150_000);

@@ -61,11 +61,11 @@ describe("reconciliation", () => {
     await fulfil(orderId);
     // Two refunds that succeeded together, each summing without the other (the race notify.ts now locks out).
     await t.sql`
-      INSERT INTO refund_order (refund_no, order_id, payment_id, amount_cents, currency, reason, status)
-      SELECT 'R-' || n || '-' || ${orderId}, p.order_id, p.id,
+      INSERT INTO refund_order (user_id, refund_no, provider_refund_no, order_id, payment_id, amount_cents, currency, reason, status)
+      SELECT o.user_id, 'R-' || n, gen_random_uuid()::text, p.order_id, p.id,
              CASE WHEN n = 1 THEN p.amount_cents / 2 ELSE p.amount_cents - p.amount_cents / 2 END,
              p.currency, 'test', 'REFUND_SUCCESS'
-        FROM payment_order p, generate_series(1, 2) AS n
+        FROM payment_order p JOIN orders o ON o.id = p.order_id, generate_series(1, 2) AS n
        WHERE p.order_id = ${orderId} AND p.status = 'SUCCESS'`;
     expect(await broken()).toEqual([
       "refunds-within-paid: the successful refunds add up to the payment, but the order is not REFUNDED",

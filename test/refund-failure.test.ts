@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { runAdminAction } from "~/mockpay/server/admin";
 import { alertsFrom, opsFigures } from "~/server/admin/alerts";
 import type { AppContext } from "~/server/app-context";
 import { reconcile } from "~/server/reconciliation/reconcile";
@@ -29,6 +30,14 @@ async function refundRow(database: TestDatabase, refundNo: string) {
   return row;
 }
 
+/** What the operator's Retry names: the number the provider knows the refund by. */
+async function providerNoOf(database: TestDatabase, refundNo: string) {
+  const [row] = await database.sql<{ provider_refund_no: string }[]>`
+    SELECT provider_refund_no FROM refund_order WHERE refund_no = ${refundNo}`;
+  if (!row) throw new Error(`no refund ${refundNo}`);
+  return row.provider_refund_no;
+}
+
 describe("a refund the provider rejected", () => {
   test("is visible (alert, reconciliation) and a Retry with the same refund number refunds it once", async ({
     app,
@@ -54,20 +63,21 @@ describe("a refund the provider rejected", () => {
     );
 
     // Ten operators press Retry at once: one submission, one refund at MockPay.
+    const providerNo = await providerNoOf(database, refundNo);
     const statuses = await Promise.all(
-      Array.from({ length: 10 }, () => retryFailedRefund(app.db, refundNo, app.payments)),
+      Array.from({ length: 10 }, () => retryFailedRefund(app.db, providerNo, app.payments)),
     );
     expect(statuses).toContain("REFUND_PROCESSING");
     await deliverAll(mockPay);
     expect((await refundRow(database, refundNo))?.status).toBe("REFUND_SUCCESS");
     const [atProvider] =
-      await database.sql`SELECT count(*)::int AS n FROM provider_refund WHERE refund_no = ${refundNo}`;
+      await database.sql`SELECT count(*)::int AS n FROM provider_refund WHERE refund_no = ${providerNo}`;
     expect(atProvider?.n).toBe(1);
     const [order] = await database.sql`SELECT status FROM orders WHERE id = ${paid.orderId}`;
     expect(order?.status).toBe("REFUNDED");
     expect(alertsFrom(await opsFigures(app.db)).map((alert) => alert.name)).not.toContain("refund_failed");
     // Retrying a refund that succeeded changes nothing.
-    expect(await retryFailedRefund(app.db, refundNo, app.payments)).toBe("REFUND_SUCCESS");
+    expect(await retryFailedRefund(app.db, providerNo, app.payments)).toBe("REFUND_SUCCESS");
   });
 
   test("cannot be retried past what is left once another refund took the rest", async ({
@@ -92,9 +102,42 @@ describe("a refund the provider rejected", () => {
       refundNo: `R-${randomUUID()}`,
       amountCents: paid.amountCents,
     });
-    await expect(retryFailedRefund(app.db, failed, app.payments)).rejects.toMatchObject({
+    await expect(
+      retryFailedRefund(app.db, await providerNoOf(database, failed), app.payments),
+    ).rejects.toMatchObject({
       code: "REFUND_EXCEEDS_PAID",
     });
     expect((await refundRow(database, failed))?.status).toBe("REFUND_FAILED");
+  });
+
+  test("MockPay's reject-refunds fault: the next refund is rejected at MockPay itself, and the Retry gets it through", async ({
+    app,
+    mockPay,
+    database,
+  }) => {
+    const paid = await payThroughProvider(app, mockPay, [{ skuId: "SKU-MUG", quantity: 1 }]);
+    await runAdminAction(
+      mockPay.db,
+      mockPay.appId,
+      paid.outTradeNo,
+      { action: "REJECT_REFUNDS", count: 1, delayS: 30 },
+      mockPay.delivery,
+    );
+    const refundNo = `R-${randomUUID()}`;
+    await createCaller({ app, userId: paid.userId, requestId: randomUUID() }).refunds.create({
+      orderId: paid.orderId,
+      refundNo,
+      amountCents: paid.amountCents,
+    });
+    expect(await refundRow(database, refundNo)).toMatchObject({ status: "REFUND_FAILED" });
+    expect((await refundRow(database, refundNo))?.failure_reason).toMatch(/risk control/);
+    expect(await retryFailedRefund(app.db, await providerNoOf(database, refundNo), app.payments)).toBe(
+      "REFUND_PROCESSING",
+    );
+    await deliverAll(mockPay);
+    expect((await refundRow(database, refundNo))?.status).toBe("REFUND_SUCCESS");
+    const [trade] =
+      await database.sql`SELECT reject_refunds FROM provider_trade WHERE out_trade_no = ${paid.outTradeNo}`;
+    expect(trade?.reject_refunds).toBe(0);
   });
 });

@@ -180,6 +180,38 @@ describe("refunds", () => {
     expect(refunds.reduce((sum, r) => sum + Number(r.amount_cents), 0)).toBeLessThanOrEqual(amountCents);
   });
 
+  it("keeps refund numbers per shopper: ten shoppers using one number at once each get their own refund", async () => {
+    const shoppers = await Promise.all(
+      Array.from({ length: 10 }, () => payThroughProvider(app, mockPay, [{ skuId: "SKU-MUG", quantity: 1 }])),
+    );
+    const refundNo = `SHARED-${randomUUID()}`;
+    // Each shopper sends theirs three times at once; nobody learns the number is anybody else's.
+    const answers = await Promise.all(
+      shoppers.flatMap(({ userId, orderId }) =>
+        Array.from({ length: 3 }, () =>
+          callerFor(userId).refunds.create({ orderId, refundNo, amountCents: 100 }),
+        ),
+      ),
+    );
+    expect(answers.every((answer) => answer.refundNo === refundNo && answer.amountCents === 100)).toBe(true);
+    await deliverAll(mockPay);
+    const rows = await t.sql<{ n: number; providers: number; done: number; at_provider: number }[]>`
+      SELECT count(*)::int AS n, count(DISTINCT provider_refund_no)::int AS providers,
+             count(*) FILTER (WHERE status = 'REFUND_SUCCESS')::int AS done,
+             (SELECT count(*)::int FROM provider_refund pr
+               WHERE pr.refund_no IN (SELECT provider_refund_no FROM refund_order WHERE refund_no = ${refundNo})) AS at_provider
+        FROM refund_order WHERE refund_no = ${refundNo}`;
+    expect(rows[0]).toEqual({ n: 10, providers: 10, done: 10, at_provider: 10 });
+    // A system refund's number is out of every shopper's reach.
+    await expect(
+      callerFor(shoppers[0]?.userId ?? "").refunds.create({
+        orderId: shoppers[0]?.orderId ?? "",
+        refundNo: `sys/auto/${shoppers[0]?.orderId}`,
+        amountCents: 1,
+      }),
+    ).rejects.toMatchObject({ code: "BAD_REQUEST" });
+  });
+
   it("refuses bad refunds clearly and writes nothing", async () => {
     const { userId, orderId, amountCents } = await payThroughProvider(app, mockPay, [
       { skuId: "SKU-MUG", quantity: 1 },
@@ -306,6 +338,12 @@ describe("refunds", () => {
       }
       const [payment] = await t.sql<{ transaction_id: string }[]>`
         SELECT transaction_id FROM payment_order WHERE out_trade_no = ${paid.outTradeNo}`;
+      const providerNos = new Map(
+        (
+          await t.sql<{ refund_no: string; provider_refund_no: string }[]>`
+            SELECT refund_no, provider_refund_no FROM refund_order WHERE order_id = ${paid.orderId}`
+        ).map((row) => [row.refund_no, row.provider_refund_no]),
+      );
       const notifications = refunds.map((refund) =>
         signed({
           id: `evt_${randomUUID()}`,
@@ -313,7 +351,7 @@ describe("refunds", () => {
           app_id: app.payments.appId,
           out_trade_no: paid.outTradeNo,
           transaction_id: payment?.transaction_id,
-          refund_no: refund.refundNo,
+          refund_no: providerNos.get(refund.refundNo),
           amount_cents: refund.amountCents,
           currency: "USD",
           created_at: new Date().toISOString(),
@@ -379,8 +417,9 @@ describe("the automatic refund", () => {
       const automatic = handleConsumeJob(t.db, { eventId: short, consumer: "auto-refund" });
       await new Promise((resolve) => setTimeout(resolve, 300));
       await shopper`
-        INSERT INTO refund_order (refund_no, order_id, payment_id, amount_cents, currency, reason)
-        VALUES (${`R-${randomUUID()}`}, ${orderId}, ${payment?.id ?? ""}, 1000, 'USD', 'changed my mind')`;
+        INSERT INTO refund_order (user_id, refund_no, provider_refund_no, order_id, payment_id, amount_cents, currency, reason)
+        SELECT user_id, ${`R-${randomUUID()}`}, ${randomUUID()}, id, ${payment?.id ?? ""}, 1000, 'USD', 'changed my mind'
+          FROM orders WHERE id = ${orderId}`;
       await shopper`COMMIT`;
       // Reading what was left before the lock, it asked for the whole amount and was refused (then retried).
       expect(await automatic).toBe("APPLIED");

@@ -10,6 +10,7 @@ import type { RestDeps } from "~/server/rest/http";
 import { openApiDocument } from "~/server/rest/openapi";
 import { handleOperation } from "~/server/rest/operation";
 import { signApiToken } from "~/server/session/session";
+import { createCaller } from "~/server/trpc/root";
 import type { TestDatabase } from "./support/database";
 import { test } from "./support/fixtures";
 import type { LoopbackApp } from "./support/loopback-app";
@@ -30,7 +31,7 @@ test.beforeAll(({ database, loopback }) => {
 });
 
 async function newShopper(): Promise<string> {
-  const response = await postToken(deps);
+  const response = await postToken(deps, new Request("http://127.0.0.1/api/v1/tokens", { method: "POST" }));
   expect(response.status).toBe(201);
   return ((await response.json()) as { token: string }).token;
 }
@@ -324,7 +325,10 @@ describe("payments, refunds and reads over REST", () => {
   });
 
   it("makes tokens only when allowed, and a token is the signed shopper id", async () => {
-    const off = await postToken({ ...deps, tokensEnabled: false });
+    const off = await postToken(
+      { ...deps, tokensEnabled: false },
+      new Request("http://127.0.0.1/api/v1/tokens", { method: "POST" }),
+    );
     expect(off.status).toBe(403);
     const id = randomUUID();
     const token = signApiToken(id, deps.app.sessionSecret);
@@ -334,6 +338,35 @@ describe("payments, refunds and reads over REST", () => {
       request("/api/v1/orders", { token, key: randomUUID(), body: mugs }),
     );
     expect(answer.status).toBe(201);
+  });
+
+  it("refuses a token once it expired or its shopper revoked every token, and takes one issued after", async () => {
+    const id = randomUUID();
+    const order = (token: string) =>
+      handleOperation(
+        deps,
+        createOrderOperation,
+        request("/api/v1/orders", { token, key: randomUUID(), body: mugs }),
+      );
+    const stale = signApiToken(id, deps.app.sessionSecret, Date.now() - (deps.app.apiTokenTtlS + 1) * 1000);
+    const expired = await order(stale);
+    expect(expired.status).toBe(401);
+    expect(((await expired.json()) as { detail: string }).detail).toMatch(/expire/);
+
+    const shopper = createCaller({ app: deps.app, userId: id, requestId: "r" });
+    const { token, expiresAt } = await shopper.session.issueApiToken();
+    expect(expiresAt.getTime()).toBeGreaterThan(Date.now() + (deps.app.apiTokenTtlS - 60) * 1000);
+    expect((await order(token)).status).toBe(201);
+    // Revoked at once, whoever holds them; concurrent revocations are one.
+    await Promise.all(Array.from({ length: 5 }, () => shopper.session.revokeApiTokens()));
+    expect((await order(token)).status).toBe(401);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    const fresh = await shopper.session.issueApiToken();
+    expect((await order(fresh.token)).status).toBe(201);
+    const [row] = await t.sql<
+      { n: number }[]
+    >`SELECT count(*)::int AS n FROM api_token_revocation WHERE user_id = ${id}`;
+    expect(row?.n).toBe(1);
   });
 
   it("describes itself in an OpenAPI 3.1 document generated from the zod schemas", () => {

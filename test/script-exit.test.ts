@@ -30,8 +30,8 @@ describe("script exit codes", () => {
       INSERT INTO payment_order (order_id, out_trade_no, amount_cents, currency, status, transaction_id)
       VALUES (${order?.id}, ${`P-${randomUUID()}`}, 100, 'USD', 'SUCCESS', ${`T-${randomUUID()}`}) RETURNING id`;
     await database.sql`
-      INSERT INTO refund_order (refund_no, order_id, payment_id, amount_cents, currency, status, reason)
-      VALUES (${`R-${randomUUID()}`}, ${order?.id}, ${payment?.id}, 500, 'USD', 'REFUND_SUCCESS', 'test')`;
+      INSERT INTO refund_order (user_id, refund_no, provider_refund_no, order_id, payment_id, amount_cents, currency, status, reason)
+      VALUES (${randomUUID()}, ${`R-${randomUUID()}`}, ${randomUUID()}, ${order?.id}, ${payment?.id}, 500, 'USD', 'REFUND_SUCCESS', 'test')`;
     const broken = runScript(["scripts/reconcile.ts"], { DATABASE_URL: database.url });
     expect(broken.stdout).toContain("violation");
     expect(broken.status).toBe(1);

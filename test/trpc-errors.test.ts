@@ -20,7 +20,10 @@ const testRouter = router({
   })),
 });
 // Only what the tRPC context reads.
-const app = { sessionSecret: "s".repeat(32), secureCookies: false } as unknown as AppContext;
+const app = {
+  sessionSecret: "s".repeat(32),
+  gateway: { admitClient: async () => {} },
+} as unknown as AppContext;
 const call = (path: string) =>
   handleTrpcRequest(app, new Request(`http://127.0.0.1/api/test/${path}`), {
     router: testRouter,

@@ -5,7 +5,7 @@ import { embeddedDatabaseUrl } from "~/env";
 export const E2E_PORT = 3100;
 export const E2E_PG_PORT = 54339;
 export const E2E_DATA_DIR = ".data/e2e-postgres";
-export const E2E_ADMIN_TOKEN = "e2e-admin-token";
+export const E2E_ADMIN_TOKEN = "e2e-admin-token-0123456789abcdefghijklm";
 export const E2E_BASE_URL = `http://127.0.0.1:${E2E_PORT}`;
 
 export function e2eDatabaseUrl(external: string | undefined): string {

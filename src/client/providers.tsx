@@ -3,6 +3,7 @@ import { QueryClient, QueryClientProvider } from "@tanstack/react-query";
 import { createTRPCClient, httpBatchLink, httpLink, splitLink } from "@trpc/client";
 import { type ReactNode, useState } from "react";
 import superjson from "superjson";
+import { TRPC_MAX_BATCH_SIZE } from "~/server/trpc/limits";
 import type { AppRouter } from "~/server/trpc/root";
 import { TRPCProvider } from "./trpc";
 
@@ -19,7 +20,7 @@ export function Providers({ children }: { children: ReactNode }) {
         splitLink({
           condition: (op) => op.type === "mutation",
           true: httpLink({ url, transformer: superjson }),
-          false: httpBatchLink({ url, transformer: superjson }),
+          false: httpBatchLink({ url, transformer: superjson, maxItems: TRPC_MAX_BATCH_SIZE }),
         }),
       ],
     }),

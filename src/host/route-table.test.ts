@@ -95,10 +95,10 @@ describe("serving route handlers over Node's HTTP server", () => {
     expect(response.status).toBe(413);
   });
 
-  it("turns a throwing handler into a bare 500 and reports the error once", async () => {
+  it("turns a throwing handler into a 500 problem that says nothing more, and reports the error once", async () => {
     const response = await fetch(`${base}/api/broken`);
     expect(response.status).toBe(500);
-    expect(await response.text()).toBe("Internal Server Error");
+    expect(await response.json()).toMatchObject({ status: 500, detail: "Internal server error" });
     expect(onError).toHaveBeenCalledTimes(1);
   });
 

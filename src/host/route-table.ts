@@ -2,6 +2,7 @@ import { readdirSync } from "node:fs";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
+import { sendProblem } from "./http-guard";
 
 /**
  * Serves the App Router's route handlers (`src/app/**\/route.ts`) straight from
@@ -39,6 +40,11 @@ export interface RouteEntry {
 export const DIRECT_PREFIXES = ["/api/", "/provider/api/"];
 
 const MAX_BODY_BYTES = 1024 * 1024;
+/**
+ * A body over the limit is still read (and dropped) up to this size, so the 413 arrives whole
+ * and the keep-alive connection stays usable; past it the connection is closed after the 413.
+ */
+const DRAIN_BODY_BYTES = 16 * MAX_BODY_BYTES;
 
 /** Every route.ts under `appDir`, as Next's file-system router names it. */
 export function findRouteFiles(appDir: string): { route: string; file: string }[] {
@@ -122,8 +128,8 @@ export class RouteTable {
     }
     void callHandler(handler, found.params, req, res, url).catch((err: unknown) => {
       onError(err);
-      if (!res.headersSent) res.writeHead(500, { "content-type": "text/plain" });
-      res.end("Internal Server Error");
+      if (res.headersSent) res.end();
+      else sendProblem(res, 500, "INTERNAL_ERROR", "Internal server error");
     });
     return true;
   }
@@ -164,9 +170,10 @@ async function callHandler(
   url: URL,
 ): Promise<void> {
   const request = await toRequest(req, url);
-  if (!request) {
-    res.writeHead(413, { "content-type": "text/plain" });
-    res.end("Payload Too Large");
+  if (request === "too-large" || request === "too-large-to-drain") {
+    // Past what is worth draining, the rest is not read: the connection is closed after the answer.
+    const close: Record<string, string> = request === "too-large-to-drain" ? { connection: "close" } : {};
+    sendProblem(res, 413, "PAYLOAD_TOO_LARGE", `The body is larger than ${MAX_BODY_BYTES} bytes.`, close);
     return;
   }
   const response = await handler(request, { params: Promise.resolve(params) });
@@ -184,25 +191,44 @@ async function callHandler(
 /**
  * The body is read whole (API bodies are small) before the handler runs, and a
  * client that hangs up does not abort the handler: work the server started is
- * finished and committed, so a retry with the same key finds it.
+ * finished and committed, so a retry with the same key finds it. A body over the
+ * limit is drained, not kept (see DRAIN_BODY_BYTES).
  */
-async function toRequest(req: IncomingMessage, url: URL): Promise<Request | undefined> {
+async function toRequest(
+  req: IncomingMessage,
+  url: URL,
+): Promise<Request | "too-large" | "too-large-to-drain"> {
   const headers = new Headers();
   for (const [key, value] of Object.entries(req.headers)) {
     if (value === undefined) continue;
     if (Array.isArray(value)) for (const v of value) headers.append(key, v);
     else headers.set(key, value);
   }
-  const host = req.headers.host ?? "localhost";
-  const full = new URL(`${url.pathname}${url.search}`, `http://${host}`);
+  // The Host was checked by the server's guard (./http-guard.ts) before routing.
+  const full = new URL(`${url.pathname}${url.search}`, `http://${req.headers.host ?? "localhost"}`);
   const method = req.method ?? "GET";
   if (method === "GET" || method === "HEAD") return new Request(full, { method, headers });
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of req) {
-    size += (chunk as Buffer).length;
-    if (size > MAX_BODY_BYTES) return undefined;
-    chunks.push(chunk as Buffer);
-  }
-  return new Request(full, { method, headers, body: Buffer.concat(chunks) });
+  if (Number(req.headers["content-length"] ?? 0) > DRAIN_BODY_BYTES) return "too-large-to-drain";
+  const body = await readBody(req);
+  if (typeof body === "string") return body;
+  return new Request(full, { method, headers, body });
+}
+
+/** The body, or why not: over the limit (drained to its end), or past what is worth draining (left paused). */
+function readBody(req: IncomingMessage): Promise<Buffer<ArrayBuffer> | "too-large" | "too-large-to-drain"> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > DRAIN_BODY_BYTES) {
+        req.off("data", onData);
+        req.pause();
+        resolve("too-large-to-drain");
+      } else if (size <= MAX_BODY_BYTES) chunks.push(chunk);
+    };
+    req.on("data", onData);
+    req.once("end", () => resolve(size > MAX_BODY_BYTES ? "too-large" : Buffer.concat(chunks)));
+    req.once("error", reject);
+  });
 }

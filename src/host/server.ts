@@ -35,6 +35,8 @@ import { getAppContext } from "~/server/app-context";
 import { closeDb } from "~/server/db/client";
 import { getLogger } from "~/shared/logger";
 import { assertDriverPatched } from "~/shared/postgres-driver";
+import { compileTrust, stampClient } from "./client-address";
+import { refuseMalformed } from "./http-guard";
 import { stopBackgroundJobs } from "./jobs";
 import { loadRouteHandlers } from "./route-table";
 
@@ -51,7 +53,26 @@ const nextApp = next({ dev: false, dir: process.cwd(), hostname: host, port: env
 await nextApp.prepare();
 const handleWithNext = nextApp.getRequestHandler();
 
+const trust = compileTrust(env.TRUST_PROXY);
+/**
+ * On every answer, pages and APIs, the merchant's and MockPay's: no MIME sniffing, never framed (MockPay's
+ * Confirm must not be clickjacked), no referrer outside the site, and a CSP that allows this site's own
+ * scripts and styles (Next inlines its bootstrap, hence 'unsafe-inline') and nothing else.
+ */
+const SECURITY_HEADERS: [string, string][] = [
+  ["x-content-type-options", "nosniff"],
+  ["x-frame-options", "DENY"],
+  ["referrer-policy", "same-origin"],
+  [
+    "content-security-policy",
+    "default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; " +
+      "font-src 'self'; connect-src 'self'; frame-ancestors 'none'; base-uri 'self'; form-action 'self'; object-src 'none'",
+  ],
+];
 const server = createServer((req, res) => {
+  if (refuseMalformed(req, res)) return;
+  stampClient(req, trust);
+  for (const [name, value] of SECURITY_HEADERS) res.setHeader(name, value);
   const served = routes.serve(req, res, (err) =>
     log.error({ err, method: req.method, url: req.url }, "unhandled error in route handler"),
   );

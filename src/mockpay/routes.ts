@@ -1,7 +1,7 @@
 import { getEnv } from "~/env";
 import { isAdminRequest } from "~/shared/admin-auth";
 import { getLogger } from "~/shared/logger";
-import { SIGNATURE_HEADER } from "~/shared/provider-contract";
+import { payRequestSchema, SIGNATURE_HEADER, verifyPayRequest } from "~/shared/provider-contract";
 import { adminActionInput, runAdminAction } from "./server/admin";
 import { processCloseRequest } from "./server/closes";
 import { getMockPayContext } from "./server/context";
@@ -68,24 +68,75 @@ export async function closesRoute(req: Request) {
   }
 }
 
-/** The hosted pay page's buttons (plain HTML forms): pay or cancel, then back to the merchant. */
+/**
+ * The hosted pay page's buttons (plain HTML forms): pay or cancel, then back to the merchant. A
+ * Confirm that took no money (the link expired, or the merchant closed the trade) goes back to
+ * the pay page instead, which says why.
+ *
+ * An action needs the signed pay link it was shown under (the form carries its fields): knowing a
+ * trade number is not enough to pay or cancel it, and a form posted from another site cannot
+ * forge the link's signature. A link past its `expires_at` acts on nothing. A post that says it
+ * comes from another origin is refused outright.
+ */
 export async function tradeActionRoute(
-  _req: Request,
+  req: Request,
   { params }: Params<{ outTradeNo: string; action: string }>,
 ) {
   const { outTradeNo, action } = await params;
   if (action !== "confirm" && action !== "cancel") return new Response("unknown action", { status: 404 });
+  if (fromAnotherOrigin(req)) return refusal(403, "FORBIDDEN", "this form was posted from another site");
+  const form = await req.formData().catch(() => undefined);
+  const link = payRequestSchema.safeParse(Object.fromEntries(form ?? []));
   const mockPay = getMockPayContext();
+  if (!link.success || link.data.out_trade_no !== outTradeNo || link.data.app_id !== mockPay.appId) {
+    return refusal(
+      400,
+      "INVALID_REQUEST",
+      "the action must carry the signed payment link it was shown under",
+    );
+  }
+  const { sig, ...request } = link.data;
+  if (!verifyPayRequest(mockPay.webhookSecret, request, sig)) {
+    return refusal(403, "INVALID_REQUEST", "the payment link's signature does not match");
+  }
+  const back = payPageToReturnTo(form, outTradeNo);
   try {
+    if (request.expires_at * 1000 <= Date.now()) {
+      // The pay page says the link has expired (and closes the trade if it still waited).
+      return back ? redirect(back) : refusal(410, "LINK_EXPIRED", "this payment link has expired");
+    }
     const trade =
       action === "confirm"
         ? await confirmTrade(mockPay.db, mockPay.appId, outTradeNo)
         : await cancelTrade(mockPay.db, mockPay.appId, outTradeNo);
+    if (action === "confirm" && trade.status !== "PAID" && back) return redirect(back);
     return redirect(trade.returnUrl.startsWith("/") ? trade.returnUrl : "/");
   } catch (error) {
     // A database that is away is a 503 the shopper may press the button again on.
     return failure(error, log(), "pay page action");
   }
+}
+
+function refusal(status: number, code: string, message: string): Response {
+  return Response.json({ code, message }, { status, headers: { "cache-control": "no-store" } });
+}
+
+/** A browser's form post names its origin; one from another site is a forgery (the check CSRF needs). */
+function fromAnotherOrigin(req: Request): boolean {
+  const origin = req.headers.get("origin");
+  if (origin === null || origin === "null") return origin === "null";
+  try {
+    return new URL(origin).host !== (req.headers.get("host") ?? new URL(req.url).host);
+  } catch {
+    return true;
+  }
+}
+
+/** The form's own pay page (its `back` field), if it is this trade's: never a redirect elsewhere. */
+function payPageToReturnTo(form: FormData | undefined, outTradeNo: string): string | undefined {
+  const back = form?.get("back");
+  const prefix = `/provider/pay/${encodeURIComponent(outTradeNo)}?`;
+  return typeof back === "string" && back.startsWith(prefix) && !/[\r\n\\]/.test(back) ? back : undefined;
 }
 
 /** The admin page's fault buttons (plain forms). Answers with a redirect back to the page. */
@@ -94,9 +145,18 @@ export async function adminTradeRoute(req: Request, { params }: Params<{ outTrad
   if (!isAdminRequest(req.headers, getEnv().ADMIN_TOKEN)) {
     return new Response("admin token required", { status: 401 });
   }
-  const parsed = adminActionInput.safeParse(Object.fromEntries(await req.formData()));
+  const form = await req.formData().catch(() => undefined);
+  if (!form) {
+    return Response.json(
+      { code: "BAD_FORM", message: "send the action as a form (application/x-www-form-urlencoded)" },
+      { status: 400 },
+    );
+  }
+  const parsed = adminActionInput.safeParse(Object.fromEntries(form));
   const back = (message: string) =>
-    redirect(`/provider/admin?message=${encodeURIComponent(message)}#trade-${outTradeNo}`);
+    redirect(
+      `/provider/admin?message=${encodeURIComponent(message)}#trade-${encodeURIComponent(outTradeNo)}`,
+    );
   if (!parsed.success) return back(`invalid action: ${parsed.error.issues[0]?.message ?? "?"}`);
   const mockPay = getMockPayContext();
   try {

@@ -5,6 +5,7 @@ import { createGateway, type Gateway } from "./gateway/gateway";
 import type { IdempotencyConfig } from "./idempotency";
 import { createTelemetry, type Telemetry } from "./observability/observer";
 import type { PaymentDeps } from "./payments/create-payment";
+import { RefusalTally } from "./payments/refused-notifications";
 import type { StatusQueryDeps } from "./payments/status-query";
 
 /**
@@ -16,11 +17,18 @@ export interface AppContext {
   db: Db;
   idempotency: IdempotencyConfig;
   sessionSecret: string;
-  secureCookies: boolean;
+  /** How long a REST API token is valid (API_TOKEN_TTL_HOURS). */
+  apiTokenTtlS: number;
   gateway: Gateway;
   telemetry: Telemetry;
   payments: PaymentDeps &
-    StatusQueryDeps & { queryAfterS: number; queryIntervalMs: number; timeoutIntervalMs: number };
+    StatusQueryDeps & {
+      queryAfterS: number;
+      queryIntervalMs: number;
+      timeoutIntervalMs: number;
+      /** Notifications refused before verification, counted here and flushed by the jobs. */
+      refusals: RefusalTally;
+    };
 }
 
 const globalForApp = globalThis as unknown as { checkoutApp?: AppContext };
@@ -44,6 +52,8 @@ export function getAppContext(): AppContext {
         rateWindowS: env.GATEWAY_RATE_WINDOW_S,
         duplicatePoints: env.GATEWAY_DUPLICATE_POINTS,
         duplicateWindowS: env.GATEWAY_DUPLICATE_WINDOW_S,
+        identityPoints: env.GATEWAY_IDENTITY_POINTS,
+        clientWritePoints: env.GATEWAY_CLIENT_WRITE_POINTS,
         redisUrl: env.REDIS_URL,
       },
       (err) => getLogger().warn({ err }, "gateway store failed; letting the request through"),
@@ -57,7 +67,7 @@ export function getAppContext(): AppContext {
       observe: telemetry.observer.idempotency,
     },
     sessionSecret: env.SESSION_SECRET,
-    secureCookies: false,
+    apiTokenTtlS: Math.round(env.API_TOKEN_TTL_HOURS * 3600),
     payments: {
       appId: env.PROVIDER_APP_ID,
       webhookSecret: env.PROVIDER_WEBHOOK_SECRET,
@@ -69,6 +79,7 @@ export function getAppContext(): AppContext {
       timeoutIntervalMs: env.ORDER_TIMEOUT_INTERVAL_MS,
       queryIntervalMs: env.PAYMENT_QUERY_INTERVAL_MS,
       observer: telemetry.observer,
+      refusals: new RefusalTally(),
     },
   };
   globalForApp.checkoutApp = app;

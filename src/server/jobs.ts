@@ -14,6 +14,8 @@ interface RunningJobs {
   worker?: Promise<RunningWorker | undefined>;
 }
 
+const REFUSAL_FLUSH_MS = 2_000;
+
 // On globalThis: two copies of this module load in the production server (why: src/host/server.ts).
 const globalForJobs = globalThis as unknown as { checkoutJobs?: RunningJobs };
 
@@ -65,6 +67,22 @@ export function startMerchantJobs(): void {
       ),
     );
   }
+  // Notifications refused before verification: counted in memory, written as one row per minute and reason.
+  timers.push(
+    every(
+      REFUSAL_FLUSH_MS,
+      async () => {
+        const written = await payments.refusals.flush(db);
+        if (Object.keys(written).length > 0) {
+          log.warn(
+            { refused: written },
+            "notifications refused before verification (unsigned, forged or stale)",
+          );
+        }
+      },
+      { name: "refused notification counts", log },
+    ),
+  );
   startAlertLog(timers);
   const jobs: RunningJobs = { timers };
   globalForJobs.checkoutJobs = jobs;
@@ -77,6 +95,8 @@ export async function stopMerchantJobs(): Promise<void> {
   if (!jobs) return;
   globalForJobs.checkoutJobs = undefined;
   for (const timer of jobs.timers) clearInterval(timer);
+  const { db, payments } = getAppContext();
+  await payments.refusals.flush(db).catch(() => {});
   await (await jobs.worker)?.stop();
 }
 

@@ -22,7 +22,11 @@ import postgres from "postgres";
  */
 
 /** Text that only the patched files contain. */
-const PATCH_MARKERS = ["porsager/postgres#1208", "porsager/postgres#1223"];
+const PATCH_MARKERS = [
+  "porsager/postgres#1208",
+  "porsager/postgres#1223",
+  "exactly-once-checkout: stray-row",
+];
 
 /** The installed postgres.js package folder. */
 export function postgresPackageDir(): string {

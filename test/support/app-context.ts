@@ -5,6 +5,7 @@ import type { AppContext } from "~/server/app-context";
 import type { Db } from "~/server/db/client";
 import { createGateway, DEFAULT_GATEWAY_CONFIG } from "~/server/gateway/gateway";
 import { createTelemetry } from "~/server/observability/observer";
+import { RefusalTally } from "~/server/payments/refused-notifications";
 
 export const TEST_WEBHOOK_SECRET = "whsec_test_secret_0123456789";
 export const TEST_APP_ID = "app_test";
@@ -15,7 +16,7 @@ export function testAppContext(db: Db, baseUrl = "http://127.0.0.1:1"): AppConte
     db,
     idempotency: { ttlMs: 60_000, leaseMs: 10_000, waitMs: 5_000 },
     sessionSecret: "test-secret-test-secret",
-    secureCookies: false,
+    apiTokenTtlS: 86_400,
     gateway: createGateway(db, { ...DEFAULT_GATEWAY_CONFIG, enabled: false }),
     telemetry: createTelemetry(pino({ level: "silent" })),
     payments: {
@@ -28,6 +29,7 @@ export function testAppContext(db: Db, baseUrl = "http://127.0.0.1:1"): AppConte
       paymentTimeoutS: 900,
       timeoutIntervalMs: 0,
       queryIntervalMs: 0,
+      refusals: new RefusalTally(),
     },
   };
 }

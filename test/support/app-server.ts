@@ -3,8 +3,9 @@ import { freePort } from "../../scripts/lib/free-port";
 
 export { freePort };
 
-export const TEST_SERVER_WEBHOOK_SECRET = "whsec_test_server_0123456789";
-export const TEST_SERVER_ADMIN_TOKEN = "test-server-admin-token";
+export const TEST_SERVER_WEBHOOK_SECRET = "whsec_test_server_0123456789abcdefghijkl";
+export const TEST_SERVER_ADMIN_TOKEN = "test-server-admin-token-0123456789abcdef";
+export const TEST_SERVER_SESSION_SECRET = "test-server-session-secret-0123456789abcdef";
 
 export interface AppServer {
   baseUrl: string;
@@ -30,6 +31,7 @@ export async function startAppServer(options: {
       GATEWAY_ENABLED: "false",
       ADMIN_TOKEN: TEST_SERVER_ADMIN_TOKEN,
       PROVIDER_WEBHOOK_SECRET: TEST_SERVER_WEBHOOK_SECRET,
+      SESSION_SECRET: TEST_SERVER_SESSION_SECRET,
       ...options.env,
     },
   });

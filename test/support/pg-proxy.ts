@@ -11,6 +11,11 @@ export interface PgProxy {
   url: string;
   /** The next `count` client messages containing `text` get a FATAL instead of an answer. */
   killOn(text: string, count?: number): void;
+  /**
+   * The next `count` client messages containing `text` are answered first with a row no query
+   * asked for (a DataRow out of step with the protocol), then passed on.
+   */
+  strayRowOn(text: string, count?: number): void;
   /** How many connections were killed so far. */
   readonly killed: number;
   close(): Promise<void>;
@@ -35,6 +40,18 @@ function terminatedByAdministrator(): Buffer {
   return Buffer.concat([header, body]);
 }
 
+/** A DataRow of one column holding "1". */
+function strayDataRow(): Buffer {
+  const body = Buffer.alloc(2 + 4 + 1);
+  body.writeInt16BE(1, 0);
+  body.writeInt32BE(1, 2);
+  body.write("1", 6);
+  const header = Buffer.alloc(5);
+  header.write("D", 0);
+  header.writeInt32BE(body.length + 4, 1);
+  return Buffer.concat([header, body]);
+}
+
 export async function startPgProxy(databaseUrl: string): Promise<PgProxy> {
   const target = new URL(databaseUrl);
   const socketDir = target.searchParams.get("host");
@@ -45,6 +62,7 @@ export async function startPgProxy(databaseUrl: string): Promise<PgProxy> {
       : net.connect({ host: target.hostname, port });
 
   let trigger: { text: string; remaining: number } | undefined;
+  let stray: { text: string; remaining: number } | undefined;
   let killed = 0;
   const sockets = new Set<net.Socket>();
   const server = net.createServer((client) => {
@@ -69,6 +87,10 @@ export async function startPgProxy(databaseUrl: string): Promise<PgProxy> {
         client.end(terminatedByAdministrator());
         return;
       }
+      if (stray && stray.remaining > 0 && data.includes(stray.text)) {
+        stray.remaining--;
+        client.write(strayDataRow());
+      }
       upstream.write(data);
     });
   });
@@ -84,6 +106,9 @@ export async function startPgProxy(databaseUrl: string): Promise<PgProxy> {
     url: url.toString(),
     killOn(text, count = 1) {
       trigger = { text, remaining: count };
+    },
+    strayRowOn(text, count = 1) {
+      stray = { text, remaining: count };
     },
     get killed() {
       return killed;

@@ -42,9 +42,13 @@ export async function placePaidOrder(app: AppContext, items: OrderLine[]) {
  * The whole payment conversation over loopback HTTP: pay link, provider trade,
  * confirmation, notifications delivered until acknowledged.
  */
-export async function payThroughProvider(app: AppContext, mockPay: MockPayContext, items: OrderLine[]) {
-  const userId = randomUUID();
-  const order = await createOrder(app.db, userId, { requestId: randomUUID(), items });
+export async function payThroughProvider(
+  app: AppContext,
+  mockPay: MockPayContext,
+  items: OrderLine[],
+  { userId = randomUUID(), couponCode }: { userId?: string; couponCode?: string } = {},
+) {
+  const order = await createOrder(app.db, userId, { requestId: randomUUID(), items, couponCode });
   const payment = await createPayment(app.db, userId, { orderId: order.orderId }, app.payments);
   const { sig, ...request } = payRequestSchema.parse(
     Object.fromEntries(new URL(payment.payUrl, "http://x").searchParams),

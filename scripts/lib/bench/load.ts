@@ -4,7 +4,7 @@ import { readFileSync } from "node:fs";
 import autocannon from "autocannon";
 import { type AppProcess, startAppProcess } from "../app-process";
 import { freePort } from "../free-port";
-import { CONNECTIONS, DURATION, SECRET } from "./settings";
+import { BENCH_ADMIN_TOKEN, BENCH_SESSION_SECRET, CONNECTIONS, DURATION, SECRET } from "./settings";
 
 export function peakRssMb(child: ChildProcess): number | null {
   try {
@@ -29,6 +29,8 @@ export async function startApp(databaseUrl: string): Promise<AppProcess> {
       PAYMENT_QUERY_INTERVAL_MS: "0",
       IDEMPOTENCY_CLEANUP_INTERVAL_MS: "0",
       PROVIDER_WEBHOOK_SECRET: SECRET,
+      SESSION_SECRET: BENCH_SESSION_SECRET,
+      ADMIN_TOKEN: BENCH_ADMIN_TOKEN,
       DB_POOL_MAX: "20",
     },
   });

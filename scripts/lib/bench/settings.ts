@@ -12,7 +12,10 @@ export const ROUNDS = Number(args.get("rounds") ?? (tiny ? 1 : 3));
 export const CONNECTIONS = Number(args.get("connections") ?? (tiny ? 4 : 20));
 export const STORM = Number(args.get("storm") ?? (tiny ? 50 : 500));
 export const PAID = Number(args.get("orders") ?? (tiny ? 5 : 100));
-export const SECRET = "whsec_bench_secret_0123456789";
+export const SECRET = "whsec_bench_secret_0123456789abcdefghij";
+/** The bench passes its own secrets (the app has no defaults; production mode requires them). */
+export const BENCH_SESSION_SECRET = "bench-session-secret-0123456789abcdefghij";
+export const BENCH_ADMIN_TOKEN = "bench-admin-token-0123456789abcdefghijklm";
 
 export interface Row {
   scenario: string;

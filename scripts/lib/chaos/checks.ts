@@ -1,18 +1,21 @@
 import type { Db } from "~/server/db/client";
 import { reconcile } from "~/server/reconciliation/reconcile";
 import { sleep } from "./client";
+import { CHAOS_PAYMENT_TIMEOUT_S } from "./cluster";
 import type { Invariants } from "./report";
 import type { ShopperRecord } from "./shopper";
 
 /** Work the system still owes itself: unrelayed events, queued or locked jobs, unfinished refunds and deliveries. */
-async function outstanding(db: Db) {
+export async function outstanding(db: Db) {
   const [row] = await db.$client<Record<string, number>[]>`
     SELECT (SELECT count(*)::int FROM outbox_event WHERE published_at IS NULL) AS unpublished_events,
            (SELECT count(*)::int FROM graphile_worker._private_jobs) AS queued_jobs,
            (SELECT count(*)::int FROM refund_order WHERE status IN ('REFUND_CREATED', 'REFUND_PROCESSING')) AS open_refunds,
+           (SELECT count(*)::int FROM refund_order WHERE status = 'REFUND_FAILED') AS refunds_awaiting_the_operator,
+           (SELECT count(*)::int FROM orders WHERE status = 'PENDING_PAYMENT') AS orders_awaiting_payment_or_timeout,
            (SELECT count(*)::int FROM orders WHERE status IN ('PAID', 'STOCK_SHORT')) AS unfulfilled_orders,
            (SELECT count(*)::int FROM payment_order p JOIN provider_trade t ON t.out_trade_no = p.out_trade_no
-             WHERE p.status <> 'SUCCESS' AND t.status = 'PAID') AS payments_not_yet_known`;
+             WHERE p.status NOT IN ('SUCCESS', 'PAID_LATE') AND t.status = 'PAID') AS payments_not_yet_known`;
   return row ?? {};
 }
 
@@ -83,7 +86,7 @@ export async function checkInvariants(
   invariants: Invariants,
 ): Promise<void> {
   // Settled: nothing may be in flight any more, so no grace period.
-  const report = await reconcile(db, { lagSeconds: 0 });
+  const report = await reconcile(db, { lagSeconds: 0, paymentTimeoutS: CHAOS_PAYMENT_TIMEOUT_S });
   for (const invariant of report.invariants) {
     invariants.check(
       `reconciliation: ${invariant.description}`,
@@ -93,9 +96,36 @@ export async function checkInvariants(
   }
 
   const sql = db.$client;
-  const orders = await sql<{ user_id: string; request_id: string; id: string; status: string }[]>`
-    SELECT user_id, request_id, id, status FROM orders`;
-  const byIntent = new Map<string, { id: string; status: string }[]>();
+  // Money that arrived for a payment that could no longer be the order's (crossed notifications, then a
+  // close or the timeout): one automatic refund of all of it, succeeded. Reconciliation's "every payment the
+  // provider took …" already checks this in sum; here each one is counted and named, for the run's figures.
+  const late = await sql<{ out_trade_no: string; refunds: string; order_status: string }[]>`
+    SELECT p.out_trade_no, o.status AS order_status,
+           coalesce((SELECT string_agg(r.status || ':' || r.amount_cents || '/' || p.amount_cents, ',')
+                       FROM refund_order r WHERE r.payment_id = p.id), '') AS refunds
+      FROM payment_order p JOIN orders o ON o.id = p.order_id WHERE p.status = 'PAID_LATE'`;
+  invariants.check(
+    "money paid for a payment that was no longer the order's went back once, in full (late payments)",
+    late.length,
+    late
+      .filter((p) => !/^REFUND_SUCCESS:(\d+)\/\1$/.test(p.refunds))
+      .map((p) => `${p.out_trade_no} (order ${p.order_status}): refunds ${p.refunds || "none"}`),
+  );
+  const orders = await sql<
+    {
+      user_id: string;
+      request_id: string;
+      id: string;
+      status: string;
+      discount_cents: number;
+      open_s: number;
+    }[]
+  >`SELECT user_id, request_id, id, status, discount_cents,
+           extract(epoch FROM updated_at - created_at)::float8 AS open_s FROM orders`;
+  const byIntent = new Map<
+    string,
+    { id: string; status: string; discount_cents: number; open_s: number }[]
+  >();
   for (const o of orders) {
     const key = `${o.user_id}/${o.request_id}`;
     byIntent.set(key, [...(byIntent.get(key) ?? []), o]);
@@ -106,10 +136,13 @@ export async function checkInvariants(
     paymentsByOrder.set(p.order_id, p.n);
   }
   const refunds = new Map<string, { n: number; status: string; amount: number }>();
-  for (const r of await sql<{ refund_no: string; n: number; status: string; amount: number }[]>`
-      SELECT refund_no, count(*)::int AS n, max(status) AS status, max(amount_cents)::int AS amount
-        FROM refund_order GROUP BY refund_no`) {
-    refunds.set(r.refund_no, r);
+  // Refund numbers are each shopper's own.
+  for (const r of await sql<
+    { user_id: string; refund_no: string; n: number; status: string; amount: number }[]
+  >`
+      SELECT user_id, refund_no, count(*)::int AS n, max(status) AS status, max(amount_cents)::int AS amount
+        FROM refund_order GROUP BY user_id, refund_no`) {
+    refunds.set(`${r.user_id}/${r.refund_no}`, r);
   }
 
   // What each paid order has been refunded (every refund that did not fail), and what it cost.
@@ -129,6 +162,17 @@ export async function checkInvariants(
   const finished: string[] = [];
   const sawPaid: string[] = [];
   const refundOnce: string[] = [];
+  const cancelRaces: string[] = [];
+  let racesChecked = 0;
+  const timedOut: string[] = [];
+  let timeoutsChecked = 0;
+  const afterClose: string[] = [];
+  let closesChecked = 0;
+  const moneyTaken = new Map<string, number>();
+  for (const p of await sql<{ order_id: string; n: number }[]>`
+      SELECT order_id, count(*)::int AS n FROM payment_order WHERE status IN ('SUCCESS', 'PAID_LATE') GROUP BY order_id`) {
+    moneyTaken.set(p.order_id, p.n);
+  }
   const internal: string[] = [];
   let paidShoppers = 0;
   let refundsChecked = 0;
@@ -170,9 +214,43 @@ export async function checkInvariants(
         sawPaid.push(`${who}: watched the order page for 60 s and saw ${r.lastStatus ?? "nothing"}`);
       }
     }
+    if (r.cancelRace && order) {
+      racesChecked++;
+      const { answer, finalStatus } = r.cancelRace;
+      const payments = paymentsByOrder.get(order.id) ?? 0;
+      // Exactly one of two worlds: closed with no money taken (the Confirm found the trade closed), or paid
+      // and the cancel refused (ORDER_NOT_CANCELLABLE). Never closed with a payment nobody refunds.
+      const closed =
+        answer === "CLOSED" && finalStatus === "CLOSED" && order.status === "CLOSED" && payments === 0;
+      const paid = answer === "ORDER_NOT_CANCELLABLE" && order.status !== "CLOSED" && payments === 1;
+      if (!closed && !paid) {
+        cancelRaces.push(
+          `${who}: cancel answered ${answer}, the order is ${order.status} (seen ${finalStatus}) with ${payments} successful payments`,
+        );
+      }
+    }
+    if ((r.leftUnpaid || r.tooSlow) && order && !r.confirmedAfterClose) {
+      timeoutsChecked++;
+      // Closed by the timeout job, never before the deadline; money that still arrived went back (reconciliation).
+      if (order.status !== "CLOSED" || order.open_s < CHAOS_PAYMENT_TIMEOUT_S - 1) {
+        timedOut.push(
+          `${who}: order ${order.id} left unpaid is ${order.status} after ${order.open_s.toFixed(1)} s (timeout ${CHAOS_PAYMENT_TIMEOUT_S} s)`,
+        );
+      }
+    }
+    if (r.confirmedAfterClose && order) {
+      closesChecked++;
+      // Cancelled before the Confirm: the trade was closed at MockPay first, so the Confirm took nothing.
+      const taken = moneyTaken.get(order.id) ?? 0;
+      if (r.confirmedAfterClose.cancelAnswer !== "CLOSED" || order.status !== "CLOSED" || taken !== 0) {
+        afterClose.push(
+          `${who}: cancel answered ${r.confirmedAfterClose.cancelAnswer}, the order is ${order.status}, ${taken} payments took money`,
+        );
+      }
+    }
     for (const refund of r.refunds) {
       refundsChecked++;
-      const row = refunds.get(refund.refundNo);
+      const row = refunds.get(`${r.userId}/${refund.refundNo}`);
       const money = order ? refundedByOrder.get(order.id) : undefined;
       const refusedRightly =
         !row &&
@@ -210,5 +288,96 @@ export async function checkInvariants(
     refundsChecked,
     refundOnce,
   );
+  invariants.check(
+    "a cancel racing Confirm ends closed with no money taken, or paid with the cancel refused",
+    racesChecked,
+    cancelRaces,
+  );
+  invariants.check(
+    `every order left unpaid is closed by the timeout (${CHAOS_PAYMENT_TIMEOUT_S} s), never before it`,
+    timeoutsChecked,
+    timedOut,
+  );
+  invariants.check(
+    "Confirm on a cancelled order's pay page took no money (the trade was closed first)",
+    closesChecked,
+    afterClose,
+  );
+  invariants.check(
+    "one coupon spent by two orders at once over both instances: never held by both; one discounted order, the other refused (or placed after the first ended unpaid and gave the coupon back)",
+    ...(await checkCouponSpends(db, records)),
+  );
   invariants.check("no internal error (5xx other than 503) answered, no session lost", intents, internal);
+}
+
+/**
+ * Two orders spending one coupon at once: the coupon is never held by both. Either one took it and the
+ * other was refused (COUPON_ALREADY_USED, no order; COUPON_NOT_APPLICABLE if the coupon was revoked in
+ * between), or the coupon was revoked before either took it (both refused, nothing placed), or — when
+ * the second was held up past the first
+ * order's payment timeout (its claim's holder was killed, and the retry waited out the lease) — the
+ * first ended unpaid and released the coupon *before* the second took it, and both were discounted.
+ */
+export async function checkCouponSpends(
+  db: Db,
+  records: Pick<ShopperRecord, "index" | "userId" | "couponSpend">[],
+): Promise<[number, string[]]> {
+  const spends = records.flatMap((r) => (r.couponSpend ? [{ ...r, spend: r.couponSpend }] : []));
+  const rows = await db.$client<
+    {
+      user_id: string;
+      request_id: string;
+      id: string;
+      status: string;
+      discount_cents: number;
+      redemption: string | null;
+      taken_ms: number | null;
+      released_ms: number | null;
+    }[]
+  >`SELECT o.user_id, o.request_id, o.id, o.status, o.discount_cents, r.status AS redemption,
+           extract(epoch FROM r.created_at)::float8 * 1000 AS taken_ms,
+           extract(epoch FROM r.released_at)::float8 * 1000 AS released_ms
+      FROM orders o LEFT JOIN coupon_redemption r ON r.order_id = o.id
+     WHERE (o.user_id, o.request_id) IN (SELECT * FROM unnest(
+             ${spends.flatMap((s) => s.spend.requestIds.map(() => s.userId))}::text[],
+             ${spends.flatMap((s) => s.spend.requestIds)}::text[]))`;
+  // Coupons revoked since (the order that earned one was refunded in full, e.g. automatically after
+  // STOCK_SHORT): an order spending one then is refused COUPON_NOT_APPLICABLE, not COUPON_ALREADY_USED.
+  const revoked = new Set(
+    (
+      await db.$client<{ code: string }[]>`
+        SELECT g.code FROM benefit_grant g
+          JOIN benefit_reversal v ON v.order_id = g.order_id AND v.benefit_type = 'COUPON'
+         WHERE g.benefit_type = 'COUPON' AND g.code IS NOT NULL`
+    ).map((r) => r.code),
+  );
+  const problems: string[] = [];
+  for (const { index, userId, spend } of spends) {
+    const placed = spend.requestIds.flatMap((id) =>
+      rows.filter((o) => o.user_id === userId && o.request_id === id),
+    );
+    const discounted = placed.filter((o) => o.discount_cents > 0);
+    const isRevoked = revoked.has(spend.code);
+    const refused = spend.answers.filter(
+      (a) => a === "COUPON_ALREADY_USED" || (isRevoked && a === "COUPON_NOT_APPLICABLE"),
+    ).length;
+    const describe = `${discounted.length} discounted, ${placed.length} placed (answers: ${spend.answers.join(", ")}${isRevoked ? "; coupon revoked since" : ""})`;
+    if (placed.length === 1 && discounted.length === 1 && refused === 1) continue;
+    // Revoked before either order could take it: both refused, nothing placed.
+    if (isRevoked && placed.length === 0 && spend.answers.every((a) => a === "COUPON_NOT_APPLICABLE"))
+      continue;
+    const [first, second] = [...discounted].sort((a, b) => (a.taken_ms ?? 0) - (b.taken_ms ?? 0));
+    const oneAfterTheOther =
+      placed.length === 2 &&
+      refused === 0 &&
+      first?.redemption === "RELEASED" &&
+      first.status === "CLOSED" &&
+      second?.taken_ms != null &&
+      first.released_ms != null &&
+      first.released_ms <= second.taken_ms;
+    if (!oneAfterTheOther) {
+      problems.push(`shopper ${index}: coupon ${spend.code} on two orders at once: ${describe}`);
+    }
+  }
+  return [spends.length, problems];
 }

@@ -56,7 +56,7 @@ export class ChaosClient {
 
   query<T>(path: string, input: unknown): Promise<Answer<T>> {
     const search = input === undefined ? "" : `?input=${encodeURIComponent(JSON.stringify({ json: input }))}`;
-    return this.withRetries(path, (base) =>
+    return this.withRetries(path, undefined, (base) =>
       this.send<T>(`${base}/api/trpc/${path}${search}`, { method: "GET" }),
     );
   }
@@ -69,11 +69,11 @@ export class ChaosClient {
   async mutate<T>(
     path: string,
     input: unknown,
-    options: { loseFirstAnswer?: boolean } = {},
+    options: { loseFirstAnswer?: boolean; instance?: number } = {},
   ): Promise<Answer<T>> {
     let lose = options.loseFirstAnswer ?? false;
     for (;;) {
-      const answer = await this.withRetries(path, (base) =>
+      const answer = await this.withRetries(path, options.instance, (base) =>
         this.send<T>(`${base}/api/trpc/${path}`, {
           method: "POST",
           headers: { "content-type": "application/json" },
@@ -117,10 +117,12 @@ export class ChaosClient {
 
   private async withRetries<T>(
     path: string,
+    instance: number | undefined,
     attempt: (base: string) => Promise<Answer<T>>,
   ): Promise<Answer<T>> {
     for (let tries = 0; ; tries++) {
-      const base = this.cluster.url(this.rng.int(0, 1) + tries);
+      // The instance asked for first (else either), then the other one on each retry.
+      const base = this.cluster.url((instance ?? this.rng.int(0, 1)) + tries);
       let answer: Answer<T> | undefined;
       try {
         answer = await attempt(base);

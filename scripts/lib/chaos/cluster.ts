@@ -6,8 +6,9 @@ import { pgClient } from "~/server/db/client";
 import { type AppProcess, startAppProcess } from "../app-process";
 import { freePort } from "../free-port";
 
-export const CHAOS_ADMIN_TOKEN = "chaos-admin-token";
-export const CHAOS_WEBHOOK_SECRET = "whsec_chaos_secret_0123456789";
+export const CHAOS_ADMIN_TOKEN = "chaos-admin-token-0123456789abcdefghij";
+export const CHAOS_WEBHOOK_SECRET = "whsec_chaos_secret_0123456789abcdefgh";
+const CHAOS_SESSION_SECRET = "chaos-session-secret-0123456789abcdefghij";
 
 export interface ClusterOptions {
   databaseUrl: string;
@@ -18,6 +19,9 @@ export interface ClusterOptions {
   log: (message: string) => void;
 }
 
+/** How long an order may wait for its payment in the run. */
+export const CHAOS_PAYMENT_TIMEOUT_S = 30;
+
 /** What the chaos run needs of the app: the same settings for every process. */
 function sharedEnv(options: ClusterOptions): Record<string, string> {
   return {
@@ -25,6 +29,7 @@ function sharedEnv(options: ClusterOptions): Record<string, string> {
     LOG_LEVEL: "warn",
     ADMIN_TOKEN: CHAOS_ADMIN_TOKEN,
     PROVIDER_WEBHOOK_SECRET: CHAOS_WEBHOOK_SECRET,
+    SESSION_SECRET: CHAOS_SESSION_SECRET,
     // MockPay's retry schedule, a hundred times faster: 15 s becomes 150 ms.
     PROVIDER_TIME_SCALE: "0.01",
     // Lost notifications are looked up at the provider after 3 s.
@@ -32,7 +37,13 @@ function sharedEnv(options: ClusterOptions): Record<string, string> {
     PAYMENT_QUERY_INTERVAL_MS: "1000",
     OUTBOX_RELAY_INTERVAL_MS: "100",
     WORKER_HEARTBEAT_MS: "500",
+    // Unpaid orders close after 30 s (the run's "orders left to time out"), checked every second.
+    ORDER_PAYMENT_TIMEOUT_S: String(CHAOS_PAYMENT_TIMEOUT_S),
+    ORDER_TIMEOUT_INTERVAL_MS: "1000",
     DB_POOL_MAX: "12",
+    // Every shopper of the run comes from 127.0.0.1: limits per client address would turn the run away.
+    GATEWAY_IDENTITY_POINTS: "1000000",
+    GATEWAY_CLIENT_WRITE_POINTS: "1000000",
   };
 }
 
@@ -118,6 +129,19 @@ export class Cluster {
     process.child.stdout?.on("data", write);
     process.child.stderr?.on("data", write);
     slot.process = process;
+  }
+
+  /**
+   * Freezes the event worker (SIGSTOP) for `ms`, then lets it go on (SIGCONT): events queue up
+   * meanwhile, so refunds complete while their order's OrderPaid still waits.
+   */
+  async pauseWorker(ms: number): Promise<void> {
+    const worker = this.worker;
+    if (!worker || worker.exitCode !== null || worker.signalCode !== null) return;
+    this.options.log(`pausing the worker (SIGSTOP) for ${ms} ms`);
+    worker.kill("SIGSTOP");
+    await new Promise((resolve) => setTimeout(resolve, ms));
+    worker.kill("SIGCONT");
   }
 
   /** `npm run worker`, restarted whenever it dies. */

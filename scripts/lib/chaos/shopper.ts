@@ -20,6 +20,16 @@ export interface ShopperRecord {
   /** The status the order had when the shopper stopped watching it. */
   lastStatus?: string;
   refunds: { refundNo: string; amountCents: number; statuses: string[]; refusals: string[] }[];
+  /** The shopper was slower than the payment timeout: the pay link had expired, or the order closed before Confirm. */
+  tooSlow?: boolean;
+  /** The shopper walked away from the order without paying: the timeout must close it. */
+  leftUnpaid?: boolean;
+  /** The shopper pressed Cancel while pressing Confirm at MockPay: what the cancel said, how the order ended. */
+  cancelRace?: { answer: string; finalStatus?: string };
+  /** The shopper cancelled an unpaid order, then pressed Confirm on its pay page anyway. */
+  confirmedAfterClose?: { cancelAnswer: string };
+  /** The shopper spent the coupon their paid order earned on two new orders at once, one per instance. */
+  couponSpend?: { code: string; requestIds: string[]; answers: string[] };
   gaveUp?: string;
   /** Answers with a 5xx other than 503. */
   internalErrors: string[];
@@ -105,6 +115,8 @@ export async function runShopper(ctx: ShopperContext, index: number): Promise<Sh
     record.amountCents = firstValue(orderAnswers)?.amountCents ?? 0;
     if (plan.chance(0.08)) {
       faults.count("order left unpaid");
+      record.leftUnpaid = true;
+      if (plan.chance(0.6)) await confirmAfterClose(client, orderId, record, faults);
       return record;
     }
 
@@ -123,7 +135,11 @@ export async function runShopper(ctx: ShopperContext, index: number): Promise<Sh
     collect(payAnswers, record.outTradeNos, record.refusals, (v) => v.outTradeNo);
     const payment = firstValue(payAnswers);
     if (!payment) return record;
-    await openPayPage(client, payment.payUrl, faults);
+    if ((await openPayPage(client, payment.payUrl, faults)) === "expired") {
+      faults.count("pay link expired before the shopper opened it (order timed out)");
+      record.tooSlow = true;
+      return record;
+    }
     const tradePath = `/provider/api/admin/trades/${encodeURIComponent(payment.outTradeNo)}`;
     if (plan.chance(0.12)) {
       await providerAdmin(client, tradePath, "DROP_ON");
@@ -131,15 +147,33 @@ export async function runShopper(ctx: ShopperContext, index: number): Promise<Sh
     }
     const confirmClicks = plan.pick([1, 1, 2]);
     if (confirmClicks > 1) faults.count("double click on MockPay's Confirm");
+    // Sometimes the shopper cancels the order in another tab at the moment they confirm at MockPay.
+    const cancelling = plan.chance(0.08)
+      ? client.mutate<{ status: string }>("orders.cancel", { orderId })
+      : undefined;
     await Promise.all(
       Array.from({ length: confirmClicks }, () =>
         client.http(
           `/provider/api/trades/${encodeURIComponent(payment.outTradeNo)}/confirm`,
-          { method: "POST" },
+          confirmForm(payment.payUrl),
           303,
         ),
       ),
     );
+    if (cancelling) {
+      faults.count("cancel racing Confirm");
+      const answer = await cancelling;
+      const race: NonNullable<ShopperRecord["cancelRace"]> = {
+        answer: answer.ok ? answer.value.status : (answer.error.data.domainCode ?? answer.error.data.code),
+      };
+      record.cancelRace = race;
+      race.finalStatus = await waitForStatus(client, orderId, (s) => s === "CLOSED" || PAID.has(s), faults);
+      // Closed: the Confirm found the trade closed and no money moved.
+      if (race.finalStatus === "CLOSED") {
+        record.lastStatus = race.finalStatus;
+        return record;
+      }
+    }
     record.paid = true;
     const providerFault = plan.pick(PROVIDER_FAULTS);
     if (providerFault) {
@@ -147,7 +181,17 @@ export async function runShopper(ctx: ShopperContext, index: number): Promise<Sh
       faults.count(FAULT_NAMES[providerFault] ?? providerFault);
     }
 
-    record.lastStatus = await waitForStatus(client, orderId, (s) => PAID.has(s), faults);
+    record.lastStatus = await waitForStatus(client, orderId, (s) => PAID.has(s) || s === "CLOSED", faults);
+    if (record.lastStatus === "CLOSED") {
+      // Slower than the payment timeout: the order closed (the trade at MockPay first) before the Confirm.
+      faults.count("order timed out before the shopper confirmed");
+      record.tooSlow = true;
+      record.paid = false;
+      return record;
+    }
+    if (record.lastStatus && ["PAID", "SHIPPED"].includes(record.lastStatus) && plan.chance(0.15)) {
+      await spendCouponTwice(client, plan, record, faults);
+    }
     if (!record.lastStatus || !["PAID", "SHIPPED"].includes(record.lastStatus) || !plan.chance(0.3)) {
       return record;
     }
@@ -163,6 +207,11 @@ export async function runShopper(ctx: ShopperContext, index: number): Promise<Sh
       refusals: [] as string[],
     };
     record.refunds.push(refund);
+    if (plan.chance(0.25)) {
+      // MockPay's risk control rejects this refund once; an operator's Retry on /admin then gets it through.
+      await providerAdmin(client, tradePath, "REJECT_REFUNDS", 1);
+      faults.count("MockPay rejected a refund (an operator retries it)");
+    }
     const refundClicks = plan.pick([1, 2, 3]);
     if (refundClicks > 1) faults.count("refund requested several times at once");
     const refundAnswers = await Promise.all(
@@ -187,14 +236,81 @@ export async function runShopper(ctx: ShopperContext, index: number): Promise<Sh
   return record;
 }
 
+/** Opens a payment, cancels the order, then presses Confirm on the closed order's pay page. */
+async function confirmAfterClose(
+  client: ChaosClient,
+  orderId: string,
+  record: ShopperRecord,
+  faults: Faults,
+) {
+  const pay = await client.mutate<{ outTradeNo: string; payUrl: string }>("payments.create", { orderId });
+  if (!pay.ok) return;
+  record.outTradeNos.push(pay.value.outTradeNo);
+  if ((await openPayPage(client, pay.value.payUrl, faults)) === "expired") return;
+  const cancel = await client.mutate<{ status: string }>("orders.cancel", { orderId });
+  record.confirmedAfterClose = {
+    cancelAnswer: cancel.ok ? cancel.value.status : (cancel.error.data.domainCode ?? cancel.error.data.code),
+  };
+  await client.http(
+    `/provider/api/trades/${encodeURIComponent(pay.value.outTradeNo)}/confirm`,
+    confirmForm(pay.value.payUrl),
+    303,
+  );
+  faults.count("Confirm pressed after the order was cancelled");
+}
+
+/**
+ * Waits for the coupon the paid order earned, then places two new orders with it at once (two
+ * intents, two keys), one on each instance: exactly one may get the discount.
+ */
+async function spendCouponTwice(client: ChaosClient, plan: Rng, record: ShopperRecord, faults: Faults) {
+  let code: string | undefined;
+  for (let attempt = 0; attempt < 60 && !code; attempt++) {
+    const coupons = await client.query<{ code: string; state: string }[]>("coupons.list", undefined);
+    code = coupons.ok ? coupons.value.find((c) => c.state === "AVAILABLE")?.code : undefined;
+    if (!code) await sleep(250);
+  }
+  if (!code) return;
+  faults.count("one coupon spent by two orders at once, over both instances");
+  const requestIds = [plan.key("coupon-a"), plan.key("coupon-b")];
+  // Worth more than the coupon, and never short of stock.
+  const mugs = [{ skuId: "SKU-MUG", quantity: 2 }];
+  const answers = await Promise.all(
+    requestIds.map((requestId, instance) =>
+      client.mutate<{ orderId: string; discountCents?: number }>(
+        "checkout.createOrder",
+        { requestId, items: mugs, couponCode: code },
+        { instance },
+      ),
+    ),
+  );
+  record.couponSpend = {
+    code,
+    requestIds,
+    answers: answers.map((a) =>
+      a.ok ? `discounted ${a.value.discountCents ?? 0}` : (a.error.data.domainCode ?? a.error.data.code),
+    ),
+  };
+}
+
+/** What the pay page's Confirm button posts: the signed link's fields (an action needs them). */
+function confirmForm(payUrl: string): RequestInit {
+  return {
+    method: "POST",
+    headers: { "content-type": "application/x-www-form-urlencoded" },
+    body: new URL(payUrl, "http://pay.invalid").searchParams.toString(),
+  };
+}
+
 /**
  * MockPay's page opens the trade. Next streams pages, so a page that failed can
  * still answer 200 with an error view: like a person, look at it and reload.
  */
-async function openPayPage(client: ChaosClient, payUrl: string, faults: Faults): Promise<void> {
+async function openPayPage(client: ChaosClient, payUrl: string, faults: Faults): Promise<"open" | "expired"> {
   for (let attempt = 0; attempt < 30; attempt++) {
     const html = await client.http(payUrl, {}, 200);
-    if (html.includes('data-testid="trade-status"')) return;
+    if (html.includes('data-testid="trade-status"')) return "open";
+    if (html.includes("This payment link has expired")) return "expired";
     faults.count("MockPay's page showed an error (shopper reloads)");
     await sleep(300);
   }
@@ -220,7 +336,12 @@ function collect<T>(
   }
 }
 
-async function providerAdmin(client: ChaosClient, tradePath: string, action: string): Promise<void> {
+async function providerAdmin(
+  client: ChaosClient,
+  tradePath: string,
+  action: string,
+  count = 5,
+): Promise<void> {
   await client.http(
     tradePath,
     {
@@ -229,7 +350,7 @@ async function providerAdmin(client: ChaosClient, tradePath: string, action: str
         authorization: `Bearer ${CHAOS_ADMIN_TOKEN}`,
         "content-type": "application/x-www-form-urlencoded",
       },
-      body: new URLSearchParams({ action, count: "5" }).toString(),
+      body: new URLSearchParams({ action, count: String(count) }).toString(),
     },
     303,
   );

@@ -47,7 +47,15 @@ export function OrderView({ orderId }: { orderId: string }) {
         <dt>Status</dt>
         <dd data-testid="order-status">{data.status}</dd>
         <dt>Amount</dt>
-        <dd data-testid="order-amount">{formatMoney(data.amountCents, data.currency)}</dd>
+        <dd data-testid="order-amount">
+          {formatMoney(data.amountCents, data.currency)}
+          {data.discountCents > 0 && (
+            <span className="muted" data-testid="order-discount">
+              {" "}
+              (a coupon took {formatMoney(data.discountCents, data.currency)} off)
+            </span>
+          )}
+        </dd>
         <dt>Placed</dt>
         <dd>{data.createdAt.toLocaleString()}</dd>
         <dt>Request id</dt>
@@ -83,6 +91,7 @@ export function OrderView({ orderId }: { orderId: string }) {
         orderId={data.orderId}
         amountCents={data.amountCents}
         currency={data.currency}
+        items={data.items}
         refundable={["PAID", "SHIPPED", "STOCK_SHORT"].includes(data.status)}
       />
       <p>
@@ -194,7 +203,13 @@ function CheckStatusButton({ orderId }: { orderId: string }) {
   );
 }
 
-function Refunds(props: { orderId: string; amountCents: number; currency: string; refundable: boolean }) {
+function Refunds(props: {
+  orderId: string;
+  amountCents: number;
+  currency: string;
+  refundable: boolean;
+  items: { skuId: string; name: string; quantity: number }[];
+}) {
   const trpc = useTRPC();
   const refunds = useQuery(
     trpc.refunds.list.queryOptions(
@@ -223,6 +238,11 @@ function Refunds(props: { orderId: string; amountCents: number; currency: string
             <li key={r.refundNo} data-testid="refund">
               <code>{r.refundNo}</code> · {formatMoney(r.amountCents, r.currency)} ·{" "}
               <strong data-testid="refund-status">{r.status}</strong>{" "}
+              {r.lines.length > 0 && (
+                <span className="muted">
+                  gives back {r.lines.map((l) => `${l.quantity} × ${l.skuId}`).join(", ")}{" "}
+                </span>
+              )}
               <span className="muted">{r.failureReason ?? r.reason}</span>
             </li>
           ))}
@@ -250,6 +270,21 @@ function Refunds(props: { orderId: string; amountCents: number; currency: string
           >
             {isPending ? "Requesting refund…" : "Request refund"}
           </button>
+        </p>
+      )}
+      {props.refundable && remaining > 0 && (
+        <p className="refund-form">
+          Or give an item back (its stock returns, its share of the price comes back):{" "}
+          {props.items.map((item) => (
+            <button
+              key={item.skuId}
+              type="button"
+              disabled={isPending}
+              onClick={() => refund({ lines: [{ skuId: item.skuId, quantity: 1 }] })}
+            >
+              Return one {item.name}
+            </button>
+          ))}
         </p>
       )}
       {error && (

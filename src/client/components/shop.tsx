@@ -1,5 +1,5 @@
 "use client";
-import { useQuery } from "@tanstack/react-query";
+import { useMutation, useQuery } from "@tanstack/react-query";
 import Link from "next/link";
 import { useRouter } from "next/navigation";
 import { useCallback } from "react";
@@ -15,7 +15,8 @@ export function Shop() {
   const router = useRouter();
   const hydrated = useHydrated();
   const catalog = useQuery(trpc.catalog.list.queryOptions());
-  const { cart, ready, setQuantity, clear } = useCart();
+  const { cart, ready, setQuantity, clear, couponCode, chooseCoupon } = useCart();
+  const coupons = useQuery(trpc.coupons.list.queryOptions());
 
   const onPlaced = useCallback(
     (order: PlacedOrder) => {
@@ -24,10 +25,14 @@ export function Shop() {
     },
     [clear, router],
   );
-  const checkout = usePlaceOrder({ cart, cartReady: ready, onPlaced });
+  const checkout = usePlaceOrder({ cart, couponCode, cartReady: ready, onPlaced });
 
   const products = catalog.data ?? [];
-  const total = products.reduce((sum, p) => sum + p.priceCents * (cart[p.id] ?? 0), 0);
+  const subtotal = products.reduce((sum, p) => sum + p.priceCents * (cart[p.id] ?? 0), 0);
+  const usable = (coupons.data ?? []).filter((c) => c.state === "AVAILABLE" || c.code === couponCode);
+  const coupon = usable.find((c) => c.code === couponCode);
+  const discount = coupon && subtotal > coupon.valueCents ? coupon.valueCents : 0;
+  const total = subtotal - discount;
   const itemCount = Object.values(cart).reduce((sum, q) => sum + q, 0);
   const locked = checkout.isPending;
   const canPlace = hydrated && ready && itemCount > 0 && !locked && !catalog.isLoading;
@@ -79,8 +84,27 @@ export function Shop() {
       <aside aria-labelledby="cart-heading" className="cart">
         <h2 id="cart-heading">Cart</h2>
         <p>
-          {itemCount} item{itemCount === 1 ? "" : "s"} · <strong>{formatMoney(total)}</strong>
+          {itemCount} item{itemCount === 1 ? "" : "s"} ·{" "}
+          <strong data-testid="cart-total">{formatMoney(total)}</strong>
+          {discount > 0 && <span className="muted"> ({formatMoney(discount)} off)</span>}
         </p>
+        {usable.length > 0 && (
+          <label className="coupon">
+            Coupon{" "}
+            <select
+              value={couponCode ?? ""}
+              disabled={!hydrated || locked}
+              onChange={(event) => chooseCoupon(event.target.value || null)}
+            >
+              <option value="">none</option>
+              {usable.map((c) => (
+                <option key={c.code} value={c.code}>
+                  {c.code} · {formatMoney(c.valueCents)} off
+                </option>
+              ))}
+            </select>
+          </label>
+        )}
         <button type="button" className="primary" disabled={!canPlace} onClick={checkout.place}>
           {locked ? "Placing order…" : "Place order"}
         </button>
@@ -116,7 +140,9 @@ function CheckoutError({ error, onRetry }: { error: unknown; onRetry: () => void
         <p className="muted small">
           {data?.domainCode === "OUT_OF_STOCK" || data?.domainCode === "SKU_NOT_FOUND"
             ? "Change your cart to place a new order."
-            : "Nothing was charged or ordered."}
+            : data?.domainCode?.startsWith("COUPON_")
+              ? "Choose another coupon, or none, to place a new order. Nothing was charged or ordered."
+              : "Nothing was charged or ordered."}
         </p>
       )}
     </div>
@@ -143,15 +169,33 @@ function OrderList() {
   );
 }
 
-/** The shopper's token for the REST API (README: "REST API"). */
+/**
+ * The shopper's token for the REST API (README: "REST API"): made only when asked for, shown
+ * once, valid for a day; "Revoke" ends every token made so far.
+ */
 function ApiToken() {
   const trpc = useTRPC();
-  const me = useQuery(trpc.session.me.queryOptions());
-  if (!me.data) return null;
+  const issue = useMutation(trpc.session.issueApiToken.mutationOptions());
+  const revoke = useMutation(
+    trpc.session.revokeApiTokens.mutationOptions({ onSuccess: () => issue.reset() }),
+  );
   return (
     <details className="small">
       <summary>REST API token</summary>
-      <code data-testid="api-token">{me.data.apiToken}</code>
+      {issue.data ? (
+        <p>
+          <code data-testid="api-token">{issue.data.token}</code>{" "}
+          <span className="muted">valid until {issue.data.expiresAt.toLocaleString()}</span>
+        </p>
+      ) : (
+        <button type="button" onClick={() => issue.mutate()} disabled={issue.isPending}>
+          Show an API token
+        </button>
+      )}{" "}
+      <button type="button" onClick={() => revoke.mutate()} disabled={revoke.isPending}>
+        Revoke all my API tokens
+      </button>
+      {revoke.data && <span role="status"> Every token made so far is revoked.</span>}
       <p className="muted">
         Use it as <code>Authorization: Bearer …</code> with <code>/api/v1</code>; see{" "}
         <a href="/api/v1/openapi.json">the OpenAPI document</a>.

@@ -3,6 +3,7 @@ import { useCallback, useEffect, useState } from "react";
 import type { CartLines } from "~/client/checkout-intent";
 
 const CART_STORAGE_KEY = "checkout.cart";
+const COUPON_STORAGE_KEY = "checkout.coupon";
 
 function readCart(): CartLines {
   try {
@@ -44,7 +45,19 @@ export function useCart() {
       }),
     [update],
   );
-  const clear = useCallback(() => update(() => ({})), [update]);
+  // The coupon chosen for this cart: part of the checkout intent, so it survives a reload too.
+  const [couponCode, setCoupon] = useState<string | null>(null);
+  useEffect(() => setCoupon(sessionStorage.getItem(COUPON_STORAGE_KEY)), []);
+  const chooseCoupon = useCallback((code: string | null) => {
+    if (code) sessionStorage.setItem(COUPON_STORAGE_KEY, code);
+    else sessionStorage.removeItem(COUPON_STORAGE_KEY);
+    setCoupon(code);
+  }, []);
 
-  return { cart, ready, setQuantity, clear };
+  const clear = useCallback(() => {
+    update(() => ({}));
+    chooseCoupon(null);
+  }, [update, chooseCoupon]);
+
+  return { cart, ready, setQuantity, clear, couponCode, chooseCoupon };
 }

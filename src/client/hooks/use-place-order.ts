@@ -24,16 +24,19 @@ export interface PlacedOrder {
  */
 export function usePlaceOrder(options: {
   cart: CartLines;
+  /** A coupon to spend: another coupon (or none) is another intent, with its own key. */
+  couponCode?: string | null;
   cartReady: boolean;
   onPlaced: (order: PlacedOrder) => void;
 }) {
-  const { cart, cartReady, onPlaced } = options;
+  const { cart, couponCode, cartReady, onPlaced } = options;
   const trpc = useTRPC();
   const queryClient = useQueryClient();
   // isPending lags a fast second click by a tick; the ref does not.
   const submitting = useRef(false);
   const [requestId, setRequestId] = useState<string | null>(null);
-  const signature = cartSignature(cart);
+  const lines = cartSignature(cart);
+  const signature = lines && couponCode ? `${lines}+${couponCode}` : lines;
 
   const mutation = useMutation(
     trpc.checkout.createOrder.mutationOptions({
@@ -51,11 +54,12 @@ export function usePlaceOrder(options: {
     setRequestId(intent.requestId);
     const items = Object.entries(cart).map(([skuId, quantity]) => ({ skuId, quantity }));
     mutate(
-      { requestId: intent.requestId, items },
+      { requestId: intent.requestId, items, ...(couponCode ? { couponCode } : {}) },
       {
         onSuccess: (order) => {
           clearIntent(sessionStorage);
           void queryClient.invalidateQueries(trpc.orders.pathFilter());
+          void queryClient.invalidateQueries(trpc.coupons.pathFilter());
           onPlaced(order);
         },
         onError: () => {
@@ -67,7 +71,7 @@ export function usePlaceOrder(options: {
         },
       },
     );
-  }, [cart, signature, mutate, onPlaced, queryClient, trpc]);
+  }, [cart, couponCode, signature, mutate, onPlaced, queryClient, trpc]);
 
   // A reload while a request was in flight: ask again with the same key to learn its outcome.
   const resumed = useRef(false);

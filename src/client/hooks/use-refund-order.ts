@@ -23,17 +23,21 @@ export function useRefundOrder(orderId: string) {
   );
   const { mutate } = mutation;
   const refund = useCallback(
-    (amountCents: number) => {
+    (what: number | { lines: { skuId: string; quantity: number }[] }) => {
       if (submitting.current) return;
       submitting.current = true;
+      // An amount, or lines given back: each intent its own refund number.
+      const request = typeof what === "number" ? { amountCents: what } : { lines: what.lines };
       const intent = intentForCart(
         sessionStorage,
-        String(amountCents),
+        typeof what === "number"
+          ? String(what)
+          : `lines:${what.lines.map((l) => `${l.skuId}x${l.quantity}`).join(",")}`,
         () => `R-${crypto.randomUUID()}`,
         storageKey,
       );
       mutate(
-        { orderId, refundNo: intent.requestId, amountCents },
+        { orderId, refundNo: intent.requestId, ...request },
         {
           onSuccess: () => clearIntent(sessionStorage, storageKey),
           // A business answer (too much, not refundable) is stored for this refund_no: a new try needs a new one.

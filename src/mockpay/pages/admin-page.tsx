@@ -18,6 +18,7 @@ const LABELS: Record<AdminAction, string> = {
   REORDER: "Send all facts newest first",
   DROP_ON: "Drop all notifications",
   DROP_OFF: "Stop dropping notifications",
+  REJECT_REFUNDS: "Reject the next refund requests (count)",
 };
 
 /** MockPay's operator view: transactions, every delivery attempt, and the faults to inject. */

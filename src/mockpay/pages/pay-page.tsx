@@ -6,6 +6,7 @@ import { formatAmount } from "./format";
 
 /** MockPay's hosted page: what the shopper sees after "Pay" on the merchant's order page. */
 export default async function PayPage({
+  params,
   searchParams,
 }: {
   params: Promise<{ outTradeNo: string }>;
@@ -14,6 +15,14 @@ export default async function PayPage({
   const parsed = payRequestSchema.safeParse(await searchParams);
   let trade: ProviderTrade | undefined;
   let problem: string | undefined;
+  // The signed link's fields: the buttons post them back (an action needs the link, not just the trade number).
+  const link: [string, string][] = parsed.success
+    ? Object.entries(parsed.data).map(([k, v]) => [k, String(v)])
+    : [];
+  // Where a Confirm that took no money comes back to: this very link.
+  const here = parsed.success
+    ? `/provider/pay/${encodeURIComponent((await params).outTradeNo)}?${new URLSearchParams(link).toString()}`
+    : "";
   if (!parsed.success) problem = "This payment link is incomplete.";
   else {
     const { sig, ...request } = parsed.data;
@@ -41,12 +50,21 @@ export default async function PayPage({
             <dt>Status</dt>
             <dd data-testid="trade-status">{trade.status}</dd>
           </dl>
+          {trade.status === "CLOSED" && (
+            <p role="status" data-testid="trade-closed-reason">
+              {trade.expiresAt && trade.expiresAt.getTime() <= Date.now()
+                ? "This payment link has expired: nothing was charged. Ask the shop for a new one."
+                : "The shop closed this payment: nothing was charged."}
+            </p>
+          )}
           {trade.status === "WAITING" ? (
             <div className="actions">
               <form
                 method="post"
                 action={`/provider/api/trades/${encodeURIComponent(trade.outTradeNo)}/confirm`}
               >
+                <SignedLinkFields link={link} />
+                <input type="hidden" name="back" value={here} />
                 <button type="submit" className="primary">
                   Confirm payment
                 </button>
@@ -55,6 +73,7 @@ export default async function PayPage({
                 method="post"
                 action={`/provider/api/trades/${encodeURIComponent(trade.outTradeNo)}/cancel`}
               >
+                <SignedLinkFields link={link} />
                 <button type="submit">Cancel</button>
               </form>
             </div>
@@ -67,4 +86,8 @@ export default async function PayPage({
       )}
     </section>
   );
+}
+
+function SignedLinkFields({ link }: { link: [string, string][] }) {
+  return link.map(([name, value]) => <input key={name} type="hidden" name={name} value={value} />);
 }

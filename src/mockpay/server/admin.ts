@@ -27,6 +27,7 @@ export const ADMIN_ACTIONS = [
   "REORDER",
   "DROP_ON",
   "DROP_OFF",
+  "REJECT_REFUNDS",
 ] as const;
 export type AdminAction = (typeof ADMIN_ACTIONS)[number];
 
@@ -76,6 +77,13 @@ export async function runAdminAction(
       await db
         .update(providerTrade)
         .set({ dropNotifications: input.action === "DROP_ON", updatedAt: sql`now()` })
+        .where(eq(providerTrade.id, trade.id));
+      return [];
+    case "REJECT_REFUNDS":
+      // The next `count` new refund requests on this trade are rejected ("risk control"); a retry after that is accepted.
+      await db
+        .update(providerTrade)
+        .set({ rejectRefunds: input.count, updatedAt: sql`now()` })
         .where(eq(providerTrade.id, trade.id));
       return [];
     case "DELAY":

@@ -45,6 +45,13 @@ export async function processRefundRequest(
         ? { refund_no: request.refund_no, status: "ACCEPTED" }
         : reject("refund_no already used with another amount");
     }
+    if (trade.rejectRefunds > 0) {
+      await tx
+        .update(providerTrade)
+        .set({ rejectRefunds: sql`${providerTrade.rejectRefunds} - 1` })
+        .where(eq(providerTrade.id, trade.id));
+      return reject("risk control (MockPay's reject-refunds fault)");
+    }
     const [refunded] = await tx
       .select({ total: sql<number>`coalesce(sum(${providerRefund.amountCents}), 0)::bigint` })
       .from(providerRefund)

@@ -42,6 +42,8 @@ export const providerTrade = pgTable(
     expiresAt: timestamp({ withTimezone: true }),
     /** Fault injection: deliveries for this trade are dropped for good. */
     dropNotifications: boolean().notNull().default(false),
+    /** The admin's "reject refunds" fault: this many new refund requests on the trade are rejected. */
+    rejectRefunds: integer().notNull().default(0),
     createdAt: createdAt(),
     updatedAt: createdAt(),
   },

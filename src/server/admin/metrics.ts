@@ -19,7 +19,11 @@ const GAUGES = {
   ],
   signatureFailures10m: [
     "checkout_signature_failures_10m",
-    "Notifications with a bad signature or stale timestamp, last 10 min",
+    "Notifications refused before verification (unsigned, bad signature, stale timestamp), last 10 min",
+  ],
+  verifiedNotifications10m: [
+    "checkout_verified_notifications_10m",
+    "Notifications that passed verification, last 10 min",
   ],
   failedRefunds: ["checkout_failed_refunds", "Refunds the provider rejected, awaiting a retry"],
   lateUnrefunded: [

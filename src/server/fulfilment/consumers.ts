@@ -1,10 +1,10 @@
 import { randomBytes } from "node:crypto";
-import { and, asc, eq, ne, sql } from "drizzle-orm";
+import { and, eq, ne, sql } from "drizzle-orm";
+import { revokeCoupon } from "~/server/coupons/coupons";
 import type { Tx } from "~/server/db/client";
 import {
   benefitGrant,
   benefitReversal,
-  orderItem,
   orders,
   outboxEvent,
   refundOrder,
@@ -15,6 +15,7 @@ import {
 } from "~/server/db/schema";
 import { lockPaidPayment, recordRefund } from "~/server/refunds/create-refund";
 import type { Consumer, OutboxEvent } from "./consume";
+import { pointsHeld, pointsTarget, stockHeld, stockTarget } from "./holdings";
 
 /** Events a consumer can raise in turn, in the same transaction as its effect. */
 async function raise(tx: Tx, eventType: string, orderId: string, payload: Record<string, unknown>) {
@@ -65,13 +66,14 @@ export const stockConsumer: Consumer = {
   async apply(tx, event) {
     const orderId = orderIdOf(event);
     // Only a PAID order takes stock: one refunded (or closed) before this ran takes nothing.
-    if ((await lockOrderStatus(tx, orderId)) !== "PAID") return "SKIPPED";
-    const lines = await tx
-      .select({ skuId: orderItem.skuId, quantity: orderItem.quantity })
-      .from(orderItem)
-      .where(eq(orderItem.orderId, orderId))
-      // One lock order for every transaction: no deadlocks between orders sharing SKUs.
-      .orderBy(asc(orderItem.skuId));
+    const status = await lockOrderStatus(tx, orderId);
+    if (status !== "PAID") return "SKIPPED";
+    // What it should hold: lines a refund gave back before this ran are not taken. In SKU order: one lock
+    // order for every transaction, no deadlocks between orders sharing SKUs.
+    const lines = [...(await stockTarget(tx, orderId, status))]
+      .filter(([, quantity]) => quantity > 0)
+      .map(([skuId, quantity]) => ({ skuId, quantity }));
+    if (lines.length === 0) return "SKIPPED";
     try {
       await tx.transaction(async (savepoint) => {
         for (const line of lines) {
@@ -108,18 +110,16 @@ export const benefitsConsumer: Consumer = {
   name: "benefits",
   eventTypes: ["OrderPaid"],
   async apply(tx, event) {
-    const { orderId, userId, amountCents } = event.payload as {
-      orderId: string;
-      userId: string;
-      amountCents: number;
-    };
+    const { orderId, userId } = event.payload as { orderId: string; userId: string };
     // Benefits go to an order that is paid and being (or been) filled; not to one refunded or short of stock.
     const status = await lockOrderStatus(tx, orderId);
     if (status !== "PAID" && status !== "SHIPPED") return "SKIPPED";
+    // Points follow the net amount paid (a partial refund that completed first counts).
+    const points = await pointsTarget(tx, orderId, status);
     const granted = await tx
       .insert(benefitGrant)
       .values([
-        { orderId, userId, benefitType: "LOYALTY_POINTS", amount: Math.floor(amountCents / 100) },
+        { orderId, userId, benefitType: "LOYALTY_POINTS", amount: points },
         {
           orderId,
           userId,
@@ -162,53 +162,62 @@ interface RefundSucceededPayload {
 }
 
 /**
- * Gives back what the order took from stock once it is fully refunded, once:
- * a return record per (refund, SKU) and per (order, SKU) guards the effect.
+ * Gives back the stock an order no longer should hold once a refund succeeds: all of it after a
+ * full refund, the named lines after a line refund. Under the order's lock it brings what the
+ * order holds (deducted less returned) down to what it should (holdings.ts), recording each
+ * return once per (refund, SKU): a copy of the event, or a refund racing the stock consumer,
+ * finds nothing left to give.
  */
 export const stockReturnConsumer: Consumer = {
   name: "stock-return",
   eventTypes: ["RefundSucceeded"],
   async apply(tx, event) {
-    const { orderId, refundId, fullyRefunded } = event.payload as RefundSucceededPayload;
-    if (!fullyRefunded) return "SKIPPED";
-    const deducted = await tx
-      .select({ skuId: stockDeductRecord.skuId, quantity: stockDeductRecord.quantity })
-      .from(stockDeductRecord)
-      .where(eq(stockDeductRecord.orderId, orderId))
-      .orderBy(asc(stockDeductRecord.skuId));
+    const { orderId, refundId } = event.payload as RefundSucceededPayload;
+    const status = await lockOrderStatus(tx, orderId);
+    const target = await stockTarget(tx, orderId, status);
     let returned = 0;
-    for (const line of deducted) {
+    for (const [skuId, held] of await stockHeld(tx, orderId)) {
+      const give = held - (target.get(skuId) ?? 0);
+      if (give <= 0) continue;
       const [claimed] = await tx
         .insert(stockReturnRecord)
-        .values({ refundId, orderId, skuId: line.skuId, quantity: line.quantity })
-        .onConflictDoNothing()
+        .values({ refundId, orderId, skuId, quantity: give })
+        .onConflictDoNothing({ target: [stockReturnRecord.refundId, stockReturnRecord.skuId] })
         .returning({ id: stockReturnRecord.id });
       if (!claimed) continue;
       await tx
         .update(sku)
-        .set({ stock: sql`${sku.stock} + ${line.quantity}` })
-        .where(eq(sku.id, line.skuId));
+        .set({ stock: sql`${sku.stock} + ${give}` })
+        .where(eq(sku.id, skuId));
       returned++;
     }
     return returned > 0 ? "APPLIED" : "SKIPPED";
   },
 };
 
-/** Takes back the order's points and coupon once it is fully refunded, once per (order, benefit type). */
+/**
+ * Takes back the points the net amount paid no longer earns, once per (refund, benefit type), and
+ * revokes the order's coupon once it is fully refunded. A coupon already spent stays with the order
+ * that spent it (coupons.ts says why).
+ */
 export const benefitReversalConsumer: Consumer = {
   name: "benefit-reversal",
   eventTypes: ["RefundSucceeded"],
   async apply(tx, event) {
-    const { orderId, refundId, fullyRefunded } = event.payload as RefundSucceededPayload;
-    if (!fullyRefunded) return "SKIPPED";
-    const grants = await tx.select().from(benefitGrant).where(eq(benefitGrant.orderId, orderId));
-    if (grants.length === 0) return "SKIPPED";
-    const reversed = await tx
-      .insert(benefitReversal)
-      .values(grants.map((g) => ({ orderId, refundId, benefitType: g.benefitType, amount: g.amount })))
-      .onConflictDoNothing({ target: [benefitReversal.orderId, benefitReversal.benefitType] })
-      .returning({ id: benefitReversal.id });
-    return reversed.length > 0 ? "APPLIED" : "SKIPPED";
+    const { orderId, refundId } = event.payload as RefundSucceededPayload;
+    const status = await lockOrderStatus(tx, orderId);
+    const held = await pointsHeld(tx, orderId);
+    const excess = held === undefined ? 0 : held - (await pointsTarget(tx, orderId, status));
+    const reversed =
+      excess > 0
+        ? await tx
+            .insert(benefitReversal)
+            .values({ orderId, refundId, benefitType: "LOYALTY_POINTS", amount: excess })
+            .onConflictDoNothing({ target: [benefitReversal.refundId, benefitReversal.benefitType] })
+            .returning({ id: benefitReversal.id })
+        : [];
+    const revoked = status === "REFUNDED" && (await revokeCoupon(tx, orderId, refundId));
+    return reversed.length > 0 || revoked ? "APPLIED" : "SKIPPED";
   },
 };
 
@@ -222,16 +231,18 @@ export const autoRefundConsumer: Consumer = {
     // refund the shopper is recording at this moment, not before it.
     await lockPaidPayment(tx, orderId);
     const [order] = await tx
-      .select({ amountCents: orders.amountCents })
+      .select({ userId: orders.userId, amountCents: orders.amountCents })
       .from(orders)
       .where(eq(orders.id, orderId));
+    if (!order) return "SKIPPED";
     const [refunded] = await tx
       .select({ total: sql<string>`coalesce(sum(${refundOrder.amountCents}), 0)` })
       .from(refundOrder)
       .where(and(eq(refundOrder.orderId, orderId), ne(refundOrder.status, "REFUND_FAILED")));
-    const remaining = (order?.amountCents ?? 0) - Number(refunded?.total ?? 0);
+    const remaining = order.amountCents - Number(refunded?.total ?? 0);
     if (remaining <= 0) return "SKIPPED";
     const { existed } = await recordRefund(tx, {
+      userId: order.userId,
       orderId,
       refundNo: `sys/auto/${orderId}`,
       amountCents: remaining,

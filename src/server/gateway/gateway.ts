@@ -17,6 +17,10 @@ export interface GatewayConfig {
   /** Copies of one (shopper, route, key) allowed in `duplicateWindowS`: a double click and backoff retries pass. */
   duplicatePoints: number;
   duplicateWindowS: number;
+  /** New identities (guest sessions, API tokens) per client address per minute. */
+  identityPoints: number;
+  /** Writes per client address and operation in `rateWindowS`, whoever the client says it is. */
+  clientWritePoints: number;
   /** Counters in Redis instead of PostgreSQL (REDIS_URL). */
   redisUrl?: string;
 }
@@ -27,6 +31,8 @@ export const DEFAULT_GATEWAY_CONFIG: GatewayConfig = {
   rateWindowS: 10,
   duplicatePoints: 5,
   duplicateWindowS: 1,
+  identityPoints: 30,
+  clientWritePoints: 120,
 };
 
 export interface GatewayRequest {
@@ -36,9 +42,20 @@ export interface GatewayRequest {
   key?: string;
 }
 
+/**
+ * What a client address is about to do, whoever it says it is: make a new identity,
+ * or write (`route` names the operation). New identities cost nothing, so limits per
+ * shopper alone are defeated by asking for a new one; these are not.
+ */
+export type ClientRequest =
+  | { address: string; action: "identity" }
+  | { address: string; action: "write"; route: string };
+
 export interface Gateway {
   /** Throws RATE_LIMITED (retryable, with a Retry-After) when the request should be turned away. */
   admit(request: GatewayRequest): Promise<void>;
+  /** The same, per client address (the essay's ip + uri). */
+  admitClient(request: ClientRequest): Promise<void>;
   /** Resolves once the store is connected (until then requests pass). */
   ready(): Promise<void>;
   close(): Promise<void>;
@@ -56,7 +73,14 @@ export function createGateway(
   onStoreError: (err: unknown) => void = () => {},
   onReject: (route: string) => void = () => {},
 ): Gateway {
-  if (!config.enabled) return { admit: async () => {}, ready: async () => {}, close: async () => {} };
+  if (!config.enabled) {
+    return {
+      admit: async () => {},
+      admitClient: async () => {},
+      ready: async () => {},
+      close: async () => {},
+    };
+  }
   // Fail fast when Redis is away: the request then passes (the gateway is not the authority).
   const redis = config.redisUrl
     ? new Redis(config.redisUrl, { enableOfflineQueue: false, maxRetriesPerRequest: 1, lazyConnect: false })
@@ -68,6 +92,24 @@ export function createGateway(
       : new RateLimiterDrizzle({ storeClient: db, schema: rateLimit, keyPrefix, points, duration });
   const duplicates = limiter("dup", config.duplicatePoints, config.duplicateWindowS);
   const rate = limiter("rate", config.ratePoints, config.rateWindowS);
+  const identities = limiter("ip-identity", config.identityPoints, 60);
+  const clientWrites = limiter("ip-write", config.clientWritePoints, config.rateWindowS);
+  /** Consumes one point of each limiter in turn; turned away at the first that is spent. */
+  const consume = async (route: string, points: [RateLimiterAbstract, string][]) => {
+    try {
+      for (const [limit, key] of points) await limit.consume(key);
+    } catch (error) {
+      if (!(error instanceof RateLimiterRes)) {
+        onStoreError(error);
+        return;
+      }
+      onReject(route);
+      throw new DomainError("RATE_LIMITED", "Too many requests; retry shortly with the same key.", {
+        retryable: true,
+        retryAfterMs: Math.max(error.msBeforeNext, 100),
+      });
+    }
+  };
   return {
     ready: () =>
       !redis || redis.status === "ready"
@@ -76,23 +118,16 @@ export function createGateway(
     async close() {
       await redis?.quit().catch(() => redis.disconnect());
     },
-    async admit({ userId, route, key }) {
-      try {
-        // Copies of one key are counted first, so a storm of one request never uses up the
-        // shopper's budget for a second, different one.
-        if (key) await duplicates.consume(`${userId}:${route}:${key}`);
-        await rate.consume(`${userId}:${route}`);
-      } catch (error) {
-        if (!(error instanceof RateLimiterRes)) {
-          onStoreError(error);
-          return;
-        }
-        onReject(route);
-        throw new DomainError("RATE_LIMITED", "Too many requests; retry shortly with the same key.", {
-          retryable: true,
-          retryAfterMs: Math.max(error.msBeforeNext, 100),
-        });
-      }
-    },
+    admit: ({ userId, route, key }) =>
+      // Copies of one key are counted first, so a storm of one request never uses up the
+      // shopper's budget for a second, different one.
+      consume(route, [
+        ...(key ? [[duplicates, `${userId}:${route}:${key}`] as [RateLimiterAbstract, string]] : []),
+        [rate, `${userId}:${route}`],
+      ]),
+    admitClient: (request) =>
+      request.action === "identity"
+        ? consume("identity", [[identities, request.address]])
+        : consume(request.route, [[clientWrites, `${request.address}:${request.route}`]]),
   };
 }

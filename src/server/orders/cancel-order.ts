@@ -1,4 +1,5 @@
 import { and, eq, sql } from "drizzle-orm";
+import { releaseCoupon } from "~/server/coupons/coupons";
 import { orders, paymentOrder } from "~/server/db/schema";
 import { DomainError } from "~/server/errors";
 import { defineOperation, type OperationContext } from "~/server/idempotency";
@@ -15,7 +16,7 @@ type CancelContext = OperationContext<{ payments: ProviderClientDeps }>;
  * exactly one world: the provider closed the trade (no money can arrive) and the
  * order closes, or the shopper paid first, the order follows its payment, and the
  * cancel answers ORDER_NOT_CANCELLABLE (refund it instead). Cancelling a CLOSED
- * order again answers success.
+ * order again answers success. Its coupon, if any, is released.
  */
 export const cancelOrderOperation = defineOperation({
   name: "order.cancel",
@@ -62,7 +63,11 @@ export const cancelOrderOperation = defineOperation({
         amountCents: orders.amountCents,
         currency: orders.currency,
       });
-    if (closed) return { result: closed, bizId: closed.orderId };
+    if (closed) {
+      // The coupon it would have spent comes back, in the same transaction as the close.
+      await releaseCoupon(tx, closed.orderId);
+      return { result: closed, bizId: closed.orderId };
+    }
     const current = await getOwnedOrder(tx, userId, input.orderId);
     if (current.status !== "CLOSED") {
       throw new DomainError(

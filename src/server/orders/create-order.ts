@@ -1,4 +1,5 @@
 import { and, eq, inArray } from "drizzle-orm";
+import { discountFor, redeem } from "~/server/coupons/coupons";
 import type { Db, Tx } from "~/server/db/client";
 import { orderItem, orders, sku } from "~/server/db/schema";
 import { DomainError } from "~/server/errors";
@@ -16,24 +17,43 @@ export interface CreatedOrder {
   orderId: string;
   status: string;
   amountCents: number;
+  /** Present when a coupon took something off. */
+  discountCents?: number;
   currency: string;
 }
 
 /**
- * Places an order exactly once per (shopper, requestId). Unknown SKUs and short
- * stock are final answers: stored and replayed like a success. Stock is checked
- * here and deducted when the order is paid.
+ * Places an order exactly once per (shopper, requestId). Unknown SKUs, short
+ * stock and a coupon that cannot be spent are final answers: stored and replayed
+ * like a success. Stock is checked here and deducted when the order is paid; a
+ * coupon is spent here, in the order's transaction.
  */
 export const createOrderOperation = defineOperation({
   name: "order.create",
   input: createOrderInput,
   key: { kind: "client", field: "requestId" },
-  storedErrors: ["SKU_NOT_FOUND", "OUT_OF_STOCK", "INVALID_INPUT"],
+  storedErrors: [
+    "SKU_NOT_FOUND",
+    "OUT_OF_STOCK",
+    "INVALID_INPUT",
+    "COUPON_NOT_FOUND",
+    "COUPON_NOT_APPLICABLE",
+    "COUPON_ALREADY_USED",
+  ],
   gateway: "per-shopper-and-key",
   // The same lines in another order, or split over two entries, are the same request.
-  canonical: (input) => ({ items: normaliseLines(input.items) }),
+  canonical: (input) => {
+    const items = normaliseLines(input.items);
+    return input.couponCode ? { items, couponCode: input.couponCode } : { items };
+  },
   execute: async (tx, input, { userId }) => {
-    const created = await insertOrder(tx, userId, input.requestId, normaliseLines(input.items));
+    const created = await insertOrder(
+      tx,
+      userId,
+      input.requestId,
+      normaliseLines(input.items),
+      input.couponCode,
+    );
     return { result: created, bizId: created.orderId };
   },
   rest: {
@@ -81,6 +101,7 @@ export async function insertOrder(
   userId: string,
   requestId: string,
   lines: OrderLine[],
+  couponCode?: string,
 ): Promise<CreatedOrder> {
   const products = await tx
     .select({
@@ -114,20 +135,20 @@ export async function insertOrder(
   if (currencies.size > 1) {
     throw new DomainError("INVALID_INPUT", "all items of an order must share one currency");
   }
-  const amountCents = priced.reduce((sum, line) => sum + line.lineTotalCents, 0);
+  const subtotalCents = priced.reduce((sum, line) => sum + line.lineTotalCents, 0);
   const currency = priced[0]?.product.currency ?? "USD";
+  const discountCents = couponCode
+    ? (await discountFor(tx, userId, couponCode, subtotalCents)).discountCents
+    : 0;
+  const amountCents = subtotalCents - discountCents;
 
   const [order] = await tx
     .insert(orders)
-    .values({ userId, requestId, amountCents, currency })
+    .values({ userId, requestId, amountCents, discountCents, currency })
     .onConflictDoNothing({ target: [orders.userId, orders.requestId] })
-    .returning({
-      orderId: orders.id,
-      status: orders.status,
-      amountCents: orders.amountCents,
-      currency: orders.currency,
-    });
+    .returning(createdColumns);
   if (!order) return existingOrderForRequest(tx, userId, requestId, amountCents);
+  if (couponCode) await redeem(tx, { code: couponCode, userId, orderId: order.orderId, discountCents });
 
   await tx.insert(orderItem).values(
     priced.map((line) => ({
@@ -139,7 +160,20 @@ export async function insertOrder(
       lineTotalCents: line.lineTotalCents,
     })),
   );
-  return order;
+  return answerOf(order);
+}
+
+const createdColumns = {
+  orderId: orders.id,
+  status: orders.status,
+  amountCents: orders.amountCents,
+  discountCents: orders.discountCents,
+  currency: orders.currency,
+};
+
+/** An order without a coupon answers as it always did (no discountCents), so stored answers keep their bytes. */
+function answerOf({ discountCents, ...order }: CreatedOrder): CreatedOrder {
+  return discountCents ? { ...order, discountCents } : order;
 }
 
 /**
@@ -153,12 +187,7 @@ async function existingOrderForRequest(
   amountCents: number,
 ): Promise<CreatedOrder> {
   const [existing] = await tx
-    .select({
-      orderId: orders.id,
-      status: orders.status,
-      amountCents: orders.amountCents,
-      currency: orders.currency,
-    })
+    .select(createdColumns)
     .from(orders)
     .where(and(eq(orders.userId, userId), eq(orders.requestId, requestId)));
   if (!existing) throw new Error("order vanished between conflict and read");
@@ -168,5 +197,5 @@ async function existingOrderForRequest(
       "This request id already placed a different order. Use a new key for a new order.",
     );
   }
-  return existing;
+  return answerOf(existing);
 }

@@ -7,6 +7,7 @@ const orderColumns = {
   orderId: orders.id,
   status: orders.status,
   amountCents: orders.amountCents,
+  discountCents: orders.discountCents,
   currency: orders.currency,
   requestId: orders.requestId,
   createdAt: orders.createdAt,

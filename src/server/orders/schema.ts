@@ -24,12 +24,19 @@ export const orderLineSchema = z.object({
     .max(MAX_QUANTITY_PER_LINE, `quantity must be at most ${MAX_QUANTITY_PER_LINE}`),
 });
 
+/** A coupon's code, as the benefits consumer makes it (`THANKS-1A2B3C4D`). */
+export const couponCodeSchema = z
+  .string()
+  .regex(/^[A-Z0-9][A-Z0-9-]{3,31}$/, "couponCode must be 4-32 capital letters, digits or '-'");
+
 export const createOrderInput = z.object({
   requestId: requestIdSchema,
   items: z
     .array(orderLineSchema)
     .min(1, "an order needs at least one item")
     .max(MAX_LINES, `an order has at most ${MAX_LINES} lines`),
+  /** A coupon of the shopper's to spend on this order (once: a second order with it gets COUPON_ALREADY_USED). */
+  couponCode: couponCodeSchema.optional(),
 });
 export type CreateOrderInput = z.infer<typeof createOrderInput>;
 export type OrderLine = z.infer<typeof orderLineSchema>;
@@ -41,7 +48,7 @@ export const orderIdParams = z.object({ orderId: z.uuid("orderId must be a UUID"
 
 /** The REST body of an order: the items (the key travels in the Idempotency-Key header). */
 export const createOrderBody = z
-  .object({ items: createOrderInput.shape.items })
+  .object({ items: createOrderInput.shape.items, couponCode: createOrderInput.shape.couponCode })
   .meta({ id: "CreateOrderRequest" });
 
 /** An order as the API answers it. */
@@ -50,6 +57,8 @@ export const orderResource = z
     orderId: z.uuid(),
     status: z.string(),
     amountCents: z.number().int(),
+    /** Taken off by a coupon (absent: none). */
+    discountCents: z.number().int().optional(),
     currency: z.string(),
   })
   .meta({ id: "Order" });

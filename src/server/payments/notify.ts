@@ -10,6 +10,7 @@ import {
   notificationBodySchema,
   verifyBodySignature,
 } from "~/shared/provider-contract";
+import type { RefusalTally } from "./refused-notifications";
 import { ok, refuse, type Verdict } from "./verdict";
 
 export interface NotifyDeps {
@@ -18,6 +19,8 @@ export interface NotifyDeps {
   toleranceS: number;
   now?: () => Date;
   observer?: Observer;
+  /** Where notifications that fail verification are counted (see ./refused-notifications.ts). */
+  refusals?: RefusalTally;
 }
 
 export interface RawNotification {
@@ -35,8 +38,9 @@ export interface NotifyAnswer {
  * The merchant's side of a provider notification. Checks, in order: signature
  * and timestamp, app id, payment exists, amount and currency; then applies the
  * fact with conditional updates, so any number of copies, in any order and at
- * the same moment, change the state once. Every notification is recorded with
- * its outcome. A 200 tells the provider to stop; anything else, to send again.
+ * the same moment, change the state once. Every verified notification is
+ * recorded with its outcome; one that fails verification is only counted. A 200
+ * tells the provider to stop; anything else, to send again.
  */
 export async function handlePaymentNotification(
   db: Db,
@@ -59,13 +63,18 @@ export async function handlePaymentNotification(
   };
 
   if (signature !== "OK") {
-    const outcome =
-      signature === "STALE_TIMESTAMP"
-        ? "STALE_TIMESTAMP"
-        : signature === "MALFORMED"
-          ? "MALFORMED"
-          : "BAD_SIGNATURE";
-    return record(db, refuse(outcome, 401, `signature check failed: ${signature}`));
+    // Unverified: anyone could have sent it. Counted, never stored as a fact or tied to a payment.
+    const reason = signature === "MALFORMED" ? "UNSIGNED" : signature;
+    deps.refusals?.add(reason);
+    deps.observer?.notification({
+      deliveryId: null,
+      notificationId: null,
+      outTradeNo: null,
+      type: null,
+      outcome: reason,
+      alert: false,
+    });
+    return { httpStatus: 401, body: { code: "FAIL", message: `signature check failed: ${reason}` } };
   }
   if (!parsed) return record(db, refuse("MALFORMED", 400, "body is not a valid notification"));
   if (parsed.app_id !== deps.appId)
@@ -263,9 +272,12 @@ async function takeLatePayment(
     .where(and(eq(paymentOrder.id, paymentId), inArray(paymentOrder.status, ["PENDING", "CLOSED"])))
     .returning();
   if (!late) return undefined;
+  const [owner] = await tx.select({ userId: orders.userId }).from(orders).where(eq(orders.id, late.orderId));
+  if (!owner) throw new Error(`payment ${late.outTradeNo} has no order`);
   await tx
     .insert(refundOrder)
     .values({
+      userId: owner.userId,
       refundNo: lateRefundNo(transactionId),
       orderId: late.orderId,
       paymentId: late.id,
@@ -273,7 +285,7 @@ async function takeLatePayment(
       currency: late.currency,
       reason: "automatic: money received for a payment that is not the order's",
     })
-    .onConflictDoNothing({ target: refundOrder.refundNo });
+    .onConflictDoNothing({ target: [refundOrder.userId, refundOrder.refundNo] });
   return ok("PROCESSED", "paid after the order stopped awaiting this payment: refunded automatically", true);
 }
 

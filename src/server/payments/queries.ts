@@ -1,6 +1,6 @@
 import { asc, desc, eq, inArray, ne, or, sql } from "drizzle-orm";
 import type { Executor } from "~/server/db/client";
-import { paymentNotification, paymentOrder } from "~/server/db/schema";
+import { paymentNotification, paymentOrder, refusedNotification } from "~/server/db/schema";
 import { getOwnedOrder } from "~/server/orders/queries";
 
 /** An order's payments, newest first. The caller has checked the order is the shopper's. */
@@ -68,5 +68,15 @@ export async function listNotificationIssues(db: Executor, limit = 50) {
     .from(paymentNotification)
     .groupBy(paymentNotification.outcome)
     .orderBy(paymentNotification.outcome);
-  return { issues, totals };
+  // Refused before verification: only counted (see refused-notifications.ts), never listed one by one.
+  const refused = await db
+    .select({
+      reason: refusedNotification.reason,
+      count: sql<number>`sum(${refusedNotification.count})::int`,
+    })
+    .from(refusedNotification)
+    .where(sql`${refusedNotification.minute} > now() - interval '1 day'`)
+    .groupBy(refusedNotification.reason)
+    .orderBy(refusedNotification.reason);
+  return { issues, totals, refused };
 }

@@ -49,7 +49,7 @@ export async function syncPaymentStatus(
   }
   // Refunds the provider made whose notification we have not (yet) applied.
   const open = await db
-    .select({ refundNo: refundOrder.refundNo })
+    .select({ providerRefundNo: refundOrder.providerRefundNo })
     .from(refundOrder)
     .innerJoin(paymentOrder, eq(paymentOrder.id, refundOrder.paymentId))
     .where(
@@ -58,7 +58,7 @@ export async function syncPaymentStatus(
         inArray(refundOrder.status, ["REFUND_CREATED", "REFUND_PROCESSING"]),
       ),
     );
-  const openRefunds = new Set(open.map((r) => r.refundNo));
+  const openRefunds = new Set(open.map((r) => r.providerRefundNo));
   for (const refund of status.refunds.filter((r) => openRefunds.has(r.refund_no))) {
     facts.push({
       id: `query:${outTradeNo}:refund:${refund.refund_no}`,
@@ -146,7 +146,16 @@ export async function syncStalePayments(
   return results;
 }
 
-/** The order page's "Check payment status" button. */
+/** Status queries running in this process, per payment: callers at the same moment share one. */
+const inFlight = new Map<string, Promise<SyncResult | undefined>>();
+
+/**
+ * The order page's "Check payment status" button. Concurrent checks of one payment
+ * are coalesced: in this process they share one query, and across instances a
+ * payment asked about in the last second is not asked again (the conditional
+ * update on `last_queried_at` decides). However many calls a client sends at once,
+ * the provider hears one question per payment per second.
+ */
 export async function checkOrderPayment(db: Db, userId: string, orderId: string, deps: StatusQueryDeps) {
   await getOwnedOrder(db, userId, orderId);
   const pending = await db
@@ -154,7 +163,29 @@ export async function checkOrderPayment(db: Db, userId: string, orderId: string,
     .from(paymentOrder)
     .where(and(eq(paymentOrder.orderId, orderId), inArray(paymentOrder.status, ["PENDING"])));
   const results: SyncResult[] = [];
-  for (const payment of pending) results.push(await syncPaymentStatus(db, payment.outTradeNo, deps));
+  for (const { outTradeNo } of pending) {
+    let query = inFlight.get(outTradeNo);
+    if (!query) {
+      query = askUnlessJustAsked(db, outTradeNo, deps).finally(() => inFlight.delete(outTradeNo));
+      inFlight.set(outTradeNo, query);
+    }
+    const result = await query;
+    if (result) results.push(result);
+  }
   const [after] = await db.select({ status: orders.status }).from(orders).where(eq(orders.id, orderId));
   return { orderStatus: after?.status ?? "PENDING_PAYMENT", checked: results };
+}
+
+async function askUnlessJustAsked(db: Db, outTradeNo: string, deps: StatusQueryDeps) {
+  const [claimed] = await db
+    .update(paymentOrder)
+    .set({ lastQueriedAt: sql`now()` })
+    .where(
+      and(
+        eq(paymentOrder.outTradeNo, outTradeNo),
+        sql`(${paymentOrder.lastQueriedAt} IS NULL OR ${paymentOrder.lastQueriedAt} < now() - interval '1 second')`,
+      ),
+    )
+    .returning({ outTradeNo: paymentOrder.outTradeNo });
+  return claimed ? syncPaymentStatus(db, outTradeNo, deps) : undefined;
 }

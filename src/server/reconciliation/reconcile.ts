@@ -23,6 +23,8 @@ export interface ReconcileOptions {
   lagSeconds?: number;
   /** Rows listed per violation. */
   sampleSize?: number;
+  /** ORDER_PAYMENT_TIMEOUT_S: an order unpaid this long (plus the lag) should have been closed. */
+  paymentTimeoutS?: number;
 }
 
 interface Invariant {
@@ -40,6 +42,18 @@ const consumed = (eventType: string, consumer: string) => sql`
   SELECT e.aggregate_id::uuid AS order_id, c.result FROM outbox_event e
     JOIN message_consume_record c ON c.event_id = e.id AND c.consumer_name = ${consumer} AND c.status = 'DONE'
    WHERE e.event_type = ${eventType}`;
+
+/** Per (order, SKU) the order took stock of: deducted less returned. */
+const HELD_STOCK = sql`
+  SELECT d.order_id, d.sku_id, (d.quantity - coalesce((SELECT sum(r.quantity) FROM stock_return_record r
+                                                        WHERE r.order_id = d.order_id AND r.sku_id = d.sku_id), 0))::int AS held
+    FROM stock_deduct_record d`;
+
+/** The order `o` (in the query) has no refund in flight and none that settled within the lag. */
+const SETTLED = (opts: Required<ReconcileOptions>) => sql`
+  NOT EXISTS (SELECT 1 FROM refund_order r WHERE r.order_id = o.id
+               AND (r.status IN ('REFUND_CREATED', 'REFUND_PROCESSING')
+                    OR r.updated_at > now() - ${opts.lagSeconds} * interval '1 second'))`;
 
 const INVARIANTS: Invariant[] = [
   {
@@ -87,15 +101,21 @@ const INVARIANTS: Invariant[] = [
   {
     name: "stock-deducted-once",
     description:
-      "Once its OrderPaid is consumed, a paid order has exactly one deduction per line, for the line's quantity.",
+      "Once its OrderPaid is consumed, a paid order has exactly one deduction per line, for the line's quantity (less what a line refund gave back before it ran).",
     checks: [
       {
         message: "order line without its deduction, or with another quantity",
-        query: () => sql`SELECT i.order_id, i.sku_id, i.quantity, d.quantity AS deducted
+        query: () => sql`SELECT i.order_id, i.sku_id, i.quantity, d.quantity AS deducted, k.keeps
                            FROM (${consumed("OrderPaid", "stock")}) c
                            JOIN order_item i ON i.order_id = c.order_id
                            LEFT JOIN stock_deduct_record d ON d.order_id = i.order_id AND d.sku_id = i.sku_id
-                          WHERE c.result = 'APPLIED' AND (d.id IS NULL OR d.quantity <> i.quantity)`,
+                           CROSS JOIN LATERAL (
+                             SELECT i.quantity - coalesce(sum(l.quantity), 0) AS keeps
+                               FROM refund_line l JOIN refund_order r ON r.id = l.refund_id AND r.status = 'REFUND_SUCCESS'
+                              WHERE l.order_id = i.order_id AND l.sku_id = i.sku_id) k
+                          WHERE c.result = 'APPLIED'
+                            AND (CASE WHEN d.id IS NULL THEN k.keeps > 0
+                                      ELSE d.quantity > i.quantity OR d.quantity < k.keeps END)`,
       },
       {
         message: "deduction that matches no order line",
@@ -148,19 +168,25 @@ const INVARIANTS: Invariant[] = [
     checks: [
       {
         message: "fully refunded order still holds stock",
-        query: (o) => sql`SELECT d.order_id, d.sku_id, d.quantity FROM stock_deduct_record d
-                           JOIN orders o ON o.id = d.order_id AND o.status = 'REFUNDED'
-                          WHERE o.updated_at < now() - ${o.lagSeconds} * interval '1 second'
-                            AND NOT EXISTS (SELECT 1 FROM stock_return_record r
-                                             WHERE r.order_id = d.order_id AND r.sku_id = d.sku_id)`,
+        query: (o) => sql`SELECT h.order_id, h.sku_id, h.held FROM (${HELD_STOCK}) h
+                           JOIN orders o ON o.id = h.order_id AND o.status = 'REFUNDED'
+                          WHERE o.updated_at < now() - ${o.lagSeconds} * interval '1 second' AND h.held > 0`,
       },
       {
-        message: "fully refunded order still holds a benefit",
-        query: (o) => sql`SELECT g.order_id, g.benefit_type FROM benefit_grant g
+        message:
+          "fully refunded order still holds a benefit (points not all taken back, or its coupon not revoked)",
+        query: (o) => sql`SELECT g.order_id, g.benefit_type, g.amount,
+                                 coalesce((SELECT sum(r.amount) FROM benefit_reversal r
+                                            WHERE r.order_id = g.order_id AND r.benefit_type = g.benefit_type), 0)::int AS reversed
+                            FROM benefit_grant g
                            JOIN orders o ON o.id = g.order_id AND o.status = 'REFUNDED'
                           WHERE o.updated_at < now() - ${o.lagSeconds} * interval '1 second'
-                            AND NOT EXISTS (SELECT 1 FROM benefit_reversal r
-                                             WHERE r.order_id = g.order_id AND r.benefit_type = g.benefit_type)`,
+                            AND CASE WHEN g.benefit_type = 'COUPON'
+                                     THEN NOT EXISTS (SELECT 1 FROM benefit_reversal r
+                                                       WHERE r.order_id = g.order_id AND r.benefit_type = 'COUPON')
+                                     ELSE g.amount > coalesce((SELECT sum(r.amount) FROM benefit_reversal r
+                                                                WHERE r.order_id = g.order_id AND r.benefit_type = g.benefit_type), 0)
+                                END`,
       },
       {
         message: "shipped after it was refunded",
@@ -190,10 +216,46 @@ const INVARIANTS: Invariant[] = [
       },
       {
         message: "more returned than deducted",
-        query: () => sql`SELECT r.order_id, r.sku_id, r.quantity AS returned, d.quantity AS deducted
+        query:
+          () => sql`SELECT r.order_id, r.sku_id, sum(r.quantity)::int AS returned, max(d.quantity) AS deducted
                            FROM stock_return_record r
                            LEFT JOIN stock_deduct_record d ON d.order_id = r.order_id AND d.sku_id = r.sku_id
-                          WHERE d.id IS NULL OR r.quantity > d.quantity`,
+                          GROUP BY r.order_id, r.sku_id
+                         HAVING count(d.id) = 0 OR sum(r.quantity) > max(d.quantity)`,
+      },
+    ],
+  },
+  {
+    name: "partial-refunds-give-back",
+    description:
+      "Once an order's refunds have settled, it holds the stock of what it still keeps (ordered less the lines refunds gave back) and the points its net amount paid earns (one per whole unit).",
+    checks: [
+      {
+        message: "stock held is not what the order keeps",
+        query: (
+          o,
+        ) => sql`SELECT h.order_id, h.sku_id, h.held, (i.quantity - coalesce(l.refunded, 0))::int AS keeps
+                            FROM (${HELD_STOCK}) h
+                            JOIN orders o ON o.id = h.order_id AND o.status IN ('PAID', 'SHIPPED')
+                            JOIN order_item i ON i.order_id = h.order_id AND i.sku_id = h.sku_id
+                            LEFT JOIN (SELECT l.order_id, l.sku_id, sum(l.quantity) AS refunded
+                                         FROM refund_line l JOIN refund_order r ON r.id = l.refund_id AND r.status = 'REFUND_SUCCESS'
+                                        GROUP BY l.order_id, l.sku_id) l ON l.order_id = h.order_id AND l.sku_id = h.sku_id
+                           WHERE h.held <> i.quantity - coalesce(l.refunded, 0)
+                             AND ${SETTLED(o)}`,
+      },
+      {
+        message: "points held do not follow the net amount paid",
+        query: (o) => sql`SELECT g.order_id, g.amount AS granted, v.reversed, n.net
+                            FROM benefit_grant g
+                            JOIN orders o ON o.id = g.order_id AND o.status IN ('PAID', 'SHIPPED')
+                            CROSS JOIN LATERAL (SELECT coalesce(sum(amount), 0)::int AS reversed FROM benefit_reversal
+                                                 WHERE order_id = g.order_id AND benefit_type = 'LOYALTY_POINTS') v
+                            CROSS JOIN LATERAL (SELECT (o.amount_cents - coalesce(sum(r.amount_cents), 0))::bigint AS net
+                                                  FROM refund_order r JOIN payment_order p ON p.id = r.payment_id AND p.status = 'SUCCESS'
+                                                 WHERE r.order_id = o.id AND r.status = 'REFUND_SUCCESS') n
+                           WHERE g.benefit_type = 'LOYALTY_POINTS' AND g.amount - v.reversed <> floor(n.net / 100)
+                             AND ${SETTLED(o)}`,
       },
     ],
   },
@@ -235,7 +297,7 @@ const INVARIANTS: Invariant[] = [
       {
         message: "the provider refunded, the merchant's refund has not succeeded",
         query: (o) => sql`SELECT pr.refund_no, r.status AS merchant, r.order_id
-                            FROM provider_refund pr LEFT JOIN refund_order r ON r.refund_no = pr.refund_no
+                            FROM provider_refund pr LEFT JOIN refund_order r ON r.provider_refund_no = pr.refund_no
                            WHERE (r.status IS DISTINCT FROM 'REFUND_SUCCESS')
                              AND pr.created_at < now() - ${o.lagSeconds} * interval '1 second'`,
       },
@@ -288,8 +350,59 @@ const INVARIANTS: Invariant[] = [
         message: "refund rejected by the provider and not retried",
         query: (
           o,
-        ) => sql`SELECT refund_no, order_id, amount_cents, failure_reason, updated_at FROM refund_order
+        ) => sql`SELECT provider_refund_no, refund_no, order_id, amount_cents, failure_reason, updated_at FROM refund_order
                            WHERE status = 'REFUND_FAILED' AND updated_at < now() - ${o.lagSeconds} * interval '1 second'`,
+      },
+    ],
+  },
+  {
+    name: "coupons-used-once",
+    description:
+      "A coupon is spent at most once at a time, by its owner, on a live order that took its discount; a revoked coupon is never spent after it was revoked; an order that ended unpaid or refunded in full holds no coupon.",
+    checks: [
+      {
+        message: "coupon spent by two orders",
+        query: () => sql`SELECT code, count(*)::int AS orders FROM coupon_redemption
+                          WHERE status = 'ACTIVE' GROUP BY code HAVING count(*) > 1`,
+      },
+      {
+        message: "coupon held by an order that ended (closed or refunded in full)",
+        query:
+          () => sql`SELECT r.code, r.order_id, o.status FROM coupon_redemption r JOIN orders o ON o.id = r.order_id
+                          WHERE r.status = 'ACTIVE' AND o.status IN ('CLOSED', 'REFUNDED')`,
+      },
+      {
+        message: "coupon spent by someone other than its owner, or its discount not the order's",
+        query:
+          () => sql`SELECT r.code, r.order_id, r.user_id, g.user_id AS owner, r.discount_cents, o.discount_cents AS order_discount
+                           FROM coupon_redemption r JOIN benefit_grant g ON g.code = r.code JOIN orders o ON o.id = r.order_id
+                          WHERE r.user_id <> g.user_id OR o.user_id <> g.user_id OR r.discount_cents <> o.discount_cents`,
+      },
+      {
+        message: "discounted order without a coupon",
+        query: () => sql`SELECT o.id AS order_id, o.discount_cents FROM orders o
+                          WHERE o.discount_cents > 0
+                            AND NOT EXISTS (SELECT 1 FROM coupon_redemption r WHERE r.order_id = o.id)`,
+      },
+      {
+        message: "coupon spent after it was revoked",
+        query: () => sql`SELECT r.code, r.order_id, r.created_at, v.created_at AS revoked_at
+                           FROM coupon_redemption r JOIN benefit_grant g ON g.code = r.code
+                           JOIN benefit_reversal v ON v.order_id = g.order_id AND v.benefit_type = 'COUPON'
+                          WHERE r.created_at > v.created_at`,
+      },
+    ],
+  },
+  {
+    name: "unpaid-orders-close",
+    description:
+      "No order stays PENDING_PAYMENT past its payment timeout plus a grace period: the timeout job closes it.",
+    checks: [
+      {
+        message: "unpaid past its timeout",
+        query: (o) => sql`SELECT id AS order_id, created_at FROM orders
+                           WHERE status = 'PENDING_PAYMENT'
+                             AND created_at < now() - (${o.paymentTimeoutS} + greatest(${o.lagSeconds}, 60)) * interval '1 second'`,
       },
     ],
   },
@@ -308,7 +421,11 @@ const INVARIANTS: Invariant[] = [
 
 /** Checks every invariant over the whole database and lists what breaks each, with the rows involved. */
 export async function reconcile(db: Db, options: ReconcileOptions = {}): Promise<ReconciliationReport> {
-  const o = { lagSeconds: options.lagSeconds ?? 60, sampleSize: options.sampleSize ?? 20 };
+  const o = {
+    lagSeconds: options.lagSeconds ?? 60,
+    sampleSize: options.sampleSize ?? 20,
+    paymentTimeoutS: options.paymentTimeoutS ?? 900,
+  };
   const invariants: InvariantResult[] = [];
   for (const invariant of INVARIANTS) {
     const violations: Violation[] = [];

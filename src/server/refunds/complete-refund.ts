@@ -1,4 +1,5 @@
 import { and, eq, inArray, sql } from "drizzle-orm";
+import { releaseCoupon } from "~/server/coupons/coupons";
 import type { Tx } from "~/server/db/client";
 import { orders, outboxEvent, paymentOrder, refundOrder } from "~/server/db/schema";
 import { ok, refuse, type Verdict } from "~/server/payments/verdict";
@@ -16,7 +17,8 @@ export async function applyRefundSucceeded(
   n: NotificationBody,
 ): Promise<Verdict> {
   if (!n.refund_no) return refuse("MALFORMED", 400, "a refund notification needs refund_no");
-  const [refund] = await tx.select().from(refundOrder).where(eq(refundOrder.refundNo, n.refund_no));
+  // The provider knows the refund by the merchant's provider refund number, not the shopper's.
+  const [refund] = await tx.select().from(refundOrder).where(eq(refundOrder.providerRefundNo, n.refund_no));
   if (!refund || refund.paymentId !== payment.id) {
     return refuse("UNKNOWN_PAYMENT", 404, `no refund ${n.refund_no} for payment ${n.out_trade_no}`);
   }
@@ -72,6 +74,8 @@ export async function applyRefundSucceeded(
       .update(orders)
       .set({ status: "REFUNDED", updatedAt: sql`now()` })
       .where(and(eq(orders.id, payment.orderId), inArray(orders.status, ["PAID", "SHIPPED", "STOCK_SHORT"])));
+    // All its money went back: the coupon it spent comes back too.
+    await releaseCoupon(tx, payment.orderId);
   }
   await tx
     .insert(outboxEvent)
@@ -79,7 +83,7 @@ export async function applyRefundSucceeded(
       eventType: "RefundSucceeded",
       aggregateType: "order",
       aggregateId: payment.orderId,
-      dedupeKey: `RefundSucceeded:${refund.refundNo}`,
+      dedupeKey: `RefundSucceeded:${refund.providerRefundNo}`,
       payload: {
         orderId: payment.orderId,
         refundId: refund.id,

@@ -1,11 +1,11 @@
-import { createHash } from "node:crypto";
-import { and, eq, ne, sql } from "drizzle-orm";
+import { and, asc, eq, inArray, ne, sql } from "drizzle-orm";
 import type { Executor, Tx } from "~/server/db/client";
-import { paymentOrder, refundOrder } from "~/server/db/schema";
+import { orderItem, orders, paymentOrder, refundLine, refundOrder } from "~/server/db/schema";
 import { DomainError } from "~/server/errors";
 import { defineOperation, type OperationContext } from "~/server/idempotency";
+import { normaliseLines } from "~/server/orders/create-order";
 import { getOwnedOrder } from "~/server/orders/queries";
-import { orderIdParams } from "~/server/orders/schema";
+import { type OrderLine, orderIdParams } from "~/server/orders/schema";
 import { type CreateRefundInput, createRefundBody, createRefundInput, refundResource } from "./schema";
 import { type RefundDeps, submitRefund } from "./submit";
 
@@ -14,40 +14,47 @@ export interface RefundView {
   status: string;
   amountCents: number;
   currency: string;
+  /** Present when the refund names lines (their stock returns when it succeeds). */
+  lines?: OrderLine[];
 }
 
 type RefundContext = OperationContext<{ payments: RefundDeps }>;
 
 /**
- * A shopper's refund: once per refund_no (the same refund_no with another amount
- * or order is refused), never more in total than was paid, then sent to the
- * provider (now if it answers, else by the background submitter).
+ * A shopper's refund: once per refund_no (the same refund_no with another amount,
+ * lines or order is refused), never more in total than was paid, never a line
+ * more than was ordered, then sent to the provider (now if it answers, else by the
+ * background submitter).
  */
 export const createRefundOperation = defineOperation({
   name: "refund.create",
   input: createRefundInput,
-  key: {
-    kind: "client",
-    field: "refundNo",
-    // refund_no is one namespace for every shopper: a REST key is hashed with its shopper into one.
-    fromHeader: (userId, key) =>
-      `K-${createHash("sha256").update(`${userId}:${key}`).digest("hex").slice(0, 32)}`,
-  },
-  storedErrors: ["ORDER_NOT_FOUND", "ORDER_NOT_REFUNDABLE", "REFUND_EXCEEDS_PAID"],
+  // Refund numbers are the shopper's own (unique per shopper): a REST Idempotency-Key is the refund number.
+  key: { kind: "client", field: "refundNo" },
+  storedErrors: ["ORDER_NOT_FOUND", "ORDER_NOT_REFUNDABLE", "REFUND_EXCEEDS_PAID", "REFUND_LINES_INVALID"],
   gateway: "per-shopper-and-key",
+  // The same lines in another order, or split over two entries, are the same refund.
+  canonical: ({ refundNo: _key, lines, ...rest }) =>
+    lines ? { ...rest, lines: normaliseLines(lines) } : rest,
   execute: async (tx, input, { userId }: RefundContext) => {
     await getOwnedOrder(tx, userId, input.orderId);
-    const { refund, existed } = await recordRefund(tx, { ...input, reason: "requested by the shopper" });
+    const { refund, existed } = await recordRefund(tx, {
+      ...input,
+      userId,
+      reason: "requested by the shopper",
+    });
     return { result: refund, bizId: refund.refundNo, existed };
   },
   // The answer is the stored one (a replay must match it); the provider hears about the refund right after.
-  afterCommit: async (db, refund, { deps }: RefundContext) => {
-    await submitRefund(db, refund.refundNo, deps.payments);
+  afterCommit: async (db, refund, { userId, deps }: RefundContext) => {
+    const row = await findRefund(db, userId, refund.refundNo);
+    if (row) await submitRefund(db, row.providerRefundNo, deps.payments);
   },
   rest: {
     method: "POST",
     path: "/api/v1/orders/{orderId}/refunds",
-    summary: "Refund (part of) a paid order; never more than was paid in total",
+    summary:
+      "Refund (part of) a paid order, by amount or by lines; never more than was paid, nor a line more than was ordered",
     params: orderIdParams,
     notFound: "ORDER_NOT_FOUND",
     body: createRefundBody,
@@ -58,27 +65,33 @@ export const createRefundOperation = defineOperation({
 });
 
 /**
- * Records a refund in REFUND_CREATED inside the caller's transaction. The
- * order's successful payment row is locked first, so refunds of one order take
- * turns and their sum cannot be raced past the amount paid.
+ * Records a refund in REFUND_CREATED inside the caller's transaction, under the
+ * order owner's refund number (`userId` is the order's owner: the shopper, or the
+ * order's for a system refund under `sys/`). The order's successful payment row is
+ * locked first, so refunds of one order take turns and neither their sum nor their
+ * lines can be raced past what was paid and ordered.
  */
 export async function recordRefund(
   tx: Tx,
-  input: CreateRefundInput & { reason: string },
+  input: CreateRefundInput & { userId: string; reason: string },
 ): Promise<{ refund: RefundView; existed: boolean }> {
   const payment = await lockPaidPayment(tx, input.orderId);
   if (!payment)
     throw new DomainError("ORDER_NOT_REFUNDABLE", "this order has no successful payment to refund");
+  const lines = input.lines ? normaliseLines(input.lines) : undefined;
 
-  const existing = await findRefund(tx, input.refundNo);
-  if (existing) return replayOf(existing, input);
+  const existing = await findRefund(tx, input.userId, input.refundNo);
+  if (existing) return replayOf(tx, existing, input, lines);
 
+  const amountCents = lines
+    ? await priceLines(tx, input.orderId, lines, input.amountCents)
+    : (input.amountCents ?? 0);
   const [refunded] = await tx
     .select({ total: sql<string>`coalesce(sum(${refundOrder.amountCents}), 0)` })
     .from(refundOrder)
     .where(and(eq(refundOrder.paymentId, payment.id), ne(refundOrder.status, "REFUND_FAILED")));
   const already = Number(refunded?.total ?? 0);
-  if (already + input.amountCents > payment.amountCents) {
+  if (already + amountCents > payment.amountCents) {
     throw new DomainError(
       "REFUND_EXCEEDS_PAID",
       `at most ${payment.amountCents - already} cents can still be refunded`,
@@ -88,18 +101,81 @@ export async function recordRefund(
   const [created] = await tx
     .insert(refundOrder)
     .values({
+      userId: input.userId,
       refundNo: input.refundNo,
       orderId: input.orderId,
       paymentId: payment.id,
-      amountCents: input.amountCents,
+      amountCents,
       currency: payment.currency,
       reason: input.reason,
     })
-    .onConflictDoNothing({ target: refundOrder.refundNo })
+    .onConflictDoNothing({ target: [refundOrder.userId, refundOrder.refundNo] })
     .returning();
-  // Another order took this refund_no at the same moment: the unique index decided.
-  if (!created) return replayOf(await findRefund(tx, input.refundNo), input);
-  return { refund: viewOf(created), existed: false };
+  // The shopper used this refund_no for another order at the same moment: the unique index decided.
+  if (!created) {
+    const winner = await findRefund(tx, input.userId, input.refundNo);
+    if (!winner) throw new Error("refund vanished between conflict and read");
+    return replayOf(tx, winner, input, lines);
+  }
+  if (lines) {
+    await tx
+      .insert(refundLine)
+      .values(lines.map((line) => ({ refundId: created.id, orderId: input.orderId, ...line })));
+  }
+  return { refund: viewOf(created, lines), existed: false };
+}
+
+/**
+ * Checks the lines against what the order holds (ordered, less what refunds that did not fail
+ * already named) and prices them: what they were paid, their share of a coupon taken off, unless
+ * the shopper names an amount.
+ */
+async function priceLines(
+  tx: Tx,
+  orderId: string,
+  lines: OrderLine[],
+  amountCents?: number,
+): Promise<number> {
+  const items = await tx
+    .select({
+      skuId: orderItem.skuId,
+      quantity: orderItem.quantity,
+      unitPriceCents: orderItem.unitPriceCents,
+    })
+    .from(orderItem)
+    .where(eq(orderItem.orderId, orderId));
+  const named = await tx
+    .select({ skuId: refundLine.skuId, quantity: sql<string>`sum(${refundLine.quantity})` })
+    .from(refundLine)
+    .innerJoin(refundOrder, eq(refundOrder.id, refundLine.refundId))
+    .where(and(eq(refundLine.orderId, orderId), ne(refundOrder.status, "REFUND_FAILED")))
+    .groupBy(refundLine.skuId);
+  const alreadyNamed = new Map(named.map((row) => [row.skuId, Number(row.quantity)]));
+  const bySku = new Map(items.map((item) => [item.skuId, item]));
+  let value = 0;
+  for (const line of lines) {
+    const item = bySku.get(line.skuId);
+    if (!item) {
+      throw new DomainError("REFUND_LINES_INVALID", `${line.skuId} is not in this order`, {
+        meta: { skuId: line.skuId },
+      });
+    }
+    const left = item.quantity - (alreadyNamed.get(line.skuId) ?? 0);
+    if (line.quantity > left) {
+      throw new DomainError("REFUND_LINES_INVALID", `only ${left} of ${line.skuId} are left to refund`, {
+        meta: { skuId: line.skuId, left },
+      });
+    }
+    value += item.unitPriceCents * line.quantity;
+  }
+  if (amountCents !== undefined) return amountCents;
+  const [order] = await tx
+    .select({ amountCents: orders.amountCents, discountCents: orders.discountCents })
+    .from(orders)
+    .where(eq(orders.id, orderId));
+  if (!order) throw new DomainError("ORDER_NOT_FOUND", "order not found");
+  const subtotal = order.amountCents + order.discountCents;
+  return Math.floor((value * order.amountCents) / subtotal);
 }
 
 /**
@@ -115,24 +191,51 @@ export async function lockPaidPayment(tx: Tx, orderId: string) {
   return payment;
 }
 
-async function findRefund(db: Executor, refundNo: string) {
-  const [row] = await db.select().from(refundOrder).where(eq(refundOrder.refundNo, refundNo));
+async function findRefund(db: Executor, userId: string, refundNo: string) {
+  const [row] = await db
+    .select()
+    .from(refundOrder)
+    .where(and(eq(refundOrder.userId, userId), eq(refundOrder.refundNo, refundNo)));
   return row;
 }
 
-function viewOf(row: typeof refundOrder.$inferSelect): RefundView {
-  return { refundNo: row.refundNo, status: row.status, amountCents: row.amountCents, currency: row.currency };
+/** The lines each of these refunds names, by refund id. */
+export async function refundLinesOf(db: Executor, refundIds: string[]) {
+  if (refundIds.length === 0) return new Map<string, OrderLine[]>();
+  const rows = await db
+    .select({ refundId: refundLine.refundId, skuId: refundLine.skuId, quantity: refundLine.quantity })
+    .from(refundLine)
+    .where(inArray(refundLine.refundId, refundIds))
+    .orderBy(asc(refundLine.skuId));
+  const byRefund = new Map<string, OrderLine[]>();
+  for (const { refundId, ...line } of rows) byRefund.set(refundId, [...(byRefund.get(refundId) ?? []), line]);
+  return byRefund;
 }
 
-function replayOf(
-  existing: typeof refundOrder.$inferSelect | undefined,
+function viewOf(row: typeof refundOrder.$inferSelect, lines?: OrderLine[]): RefundView {
+  const view = {
+    refundNo: row.refundNo,
+    status: row.status,
+    amountCents: row.amountCents,
+    currency: row.currency,
+  };
+  return lines?.length ? { ...view, lines } : view;
+}
+
+async function replayOf(
+  db: Executor,
+  existing: typeof refundOrder.$inferSelect,
   input: CreateRefundInput,
-): { refund: RefundView; existed: boolean } {
-  if (!existing || existing.orderId !== input.orderId || existing.amountCents !== input.amountCents) {
+  lines: OrderLine[] | undefined,
+): Promise<{ refund: RefundView; existed: boolean }> {
+  const stored = (await refundLinesOf(db, [existing.id])).get(existing.id);
+  const sameLines = JSON.stringify(stored ?? null) === JSON.stringify(lines ?? null);
+  const sameAmount = input.amountCents === undefined || input.amountCents === existing.amountCents;
+  if (existing.orderId !== input.orderId || !sameAmount || !sameLines) {
     throw new DomainError(
       "IDEMPOTENCY_KEY_REUSED",
       "This refund_no was already used for another refund. Use a new refund_no for a new refund.",
     );
   }
-  return { refund: viewOf(existing), existed: true };
+  return { refund: viewOf(existing, stored), existed: true };
 }

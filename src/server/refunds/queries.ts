@@ -2,16 +2,18 @@ import { desc, eq } from "drizzle-orm";
 import type { Executor } from "~/server/db/client";
 import { refundOrder } from "~/server/db/schema";
 import { getOwnedOrder } from "~/server/orders/queries";
+import { refundLinesOf } from "./create-refund";
 
 export async function listRefunds(db: Executor, userId: string, orderId: string) {
   await getOwnedOrder(db, userId, orderId);
   return refundsOfOrder(db, orderId);
 }
 
-/** An order's refunds, newest first. The caller has checked the order is the shopper's. */
-export function refundsOfOrder(db: Executor, orderId: string) {
-  return db
+/** An order's refunds, newest first, with the lines each gives back. The caller has checked the order is the shopper's. */
+export async function refundsOfOrder(db: Executor, orderId: string) {
+  const rows = await db
     .select({
+      id: refundOrder.id,
       refundNo: refundOrder.refundNo,
       amountCents: refundOrder.amountCents,
       currency: refundOrder.currency,
@@ -23,4 +25,9 @@ export function refundsOfOrder(db: Executor, orderId: string) {
     .from(refundOrder)
     .where(eq(refundOrder.orderId, orderId))
     .orderBy(desc(refundOrder.createdAt));
+  const lines = await refundLinesOf(
+    db,
+    rows.map((row) => row.id),
+  );
+  return rows.map(({ id, ...row }) => ({ ...row, lines: lines.get(id) ?? [] }));
 }

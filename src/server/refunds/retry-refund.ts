@@ -11,10 +11,17 @@ import { type RefundDeps, submitRefund } from "./submit";
  * at once, refunds once. Under the payment's lock, as every refund decision: a refund
  * made meanwhile for what was left makes this one too large (REFUND_EXCEEDS_PAID).
  */
-export async function retryFailedRefund(db: Db, refundNo: string, deps: RefundDeps): Promise<RefundStatus> {
+export async function retryFailedRefund(
+  db: Db,
+  providerRefundNo: string,
+  deps: RefundDeps,
+): Promise<RefundStatus> {
   const reopened = await db.transaction(async (tx) => {
-    const [refund] = await tx.select().from(refundOrder).where(eq(refundOrder.refundNo, refundNo));
-    if (!refund) throw new DomainError("ORDER_NOT_FOUND", `no refund ${refundNo}`);
+    const [refund] = await tx
+      .select()
+      .from(refundOrder)
+      .where(eq(refundOrder.providerRefundNo, providerRefundNo));
+    if (!refund) throw new DomainError("ORDER_NOT_FOUND", `no refund ${providerRefundNo}`);
     const payment = await lockPaidPayment(tx, refund.orderId);
     if (!payment) throw new DomainError("ORDER_NOT_REFUNDABLE", "the order has no successful payment");
     const [others] = await tx
@@ -44,9 +51,9 @@ export async function retryFailedRefund(db: Db, refundNo: string, deps: RefundDe
     const [current] = await db
       .select({ status: refundOrder.status })
       .from(refundOrder)
-      .where(eq(refundOrder.refundNo, refundNo));
+      .where(eq(refundOrder.providerRefundNo, providerRefundNo));
     return current?.status ?? "REFUND_CREATED";
   }
   // Left CREATED when the provider is away: the background submitter sends it later.
-  return submitRefund(db, refundNo, deps).catch(() => "REFUND_CREATED" as const);
+  return submitRefund(db, providerRefundNo, deps).catch(() => "REFUND_CREATED" as const);
 }

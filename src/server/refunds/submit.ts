@@ -12,19 +12,23 @@ export type RefundDeps = ProviderClientDeps;
  * workers, a retry after a lost answer) is harmless. A network failure leaves
  * the refund CREATED for the next round.
  */
-export async function submitRefund(db: Db, refundNo: string, deps: RefundDeps): Promise<RefundStatus> {
+export async function submitRefund(
+  db: Db,
+  providerRefundNo: string,
+  deps: RefundDeps,
+): Promise<RefundStatus> {
   const [row] = await db
     .select({ refund: refundOrder, outTradeNo: paymentOrder.outTradeNo })
     .from(refundOrder)
     .innerJoin(paymentOrder, eq(paymentOrder.id, refundOrder.paymentId))
-    .where(eq(refundOrder.refundNo, refundNo));
-  if (!row) throw new Error(`no refund ${refundNo}`);
+    .where(eq(refundOrder.providerRefundNo, providerRefundNo));
+  if (!row) throw new Error(`no refund ${providerRefundNo}`);
   if (row.refund.status !== "REFUND_CREATED") return row.refund.status;
 
   const request: RefundRequest = {
     app_id: deps.appId,
     out_trade_no: row.outTradeNo,
-    refund_no: refundNo,
+    refund_no: providerRefundNo,
     amount_cents: row.refund.amountCents,
     currency: row.refund.currency,
   };
@@ -36,28 +40,28 @@ export async function submitRefund(db: Db, refundNo: string, deps: RefundDeps): 
         ? { status: "REFUND_PROCESSING", updatedAt: sql`now()` }
         : { status: "REFUND_FAILED", failureReason: answer.reason ?? "rejected", updatedAt: sql`now()` },
     )
-    .where(and(eq(refundOrder.refundNo, refundNo), eq(refundOrder.status, "REFUND_CREATED")))
+    .where(and(eq(refundOrder.providerRefundNo, providerRefundNo), eq(refundOrder.status, "REFUND_CREATED")))
     .returning({ status: refundOrder.status });
   if (moved) return moved.status;
   const [current] = await db
     .select({ status: refundOrder.status })
     .from(refundOrder)
-    .where(eq(refundOrder.refundNo, refundNo));
+    .where(eq(refundOrder.providerRefundNo, providerRefundNo));
   return current?.status ?? "REFUND_CREATED";
 }
 
 /** The background submitter: every refund still REFUND_CREATED (e.g. automatic refunds, lost answers). */
 export async function submitPendingRefunds(db: Db, deps: RefundDeps, limit = 20): Promise<number> {
   const pending = await db
-    .select({ refundNo: refundOrder.refundNo })
+    .select({ providerRefundNo: refundOrder.providerRefundNo })
     .from(refundOrder)
     .where(eq(refundOrder.status, "REFUND_CREATED"))
     .orderBy(refundOrder.createdAt)
     .limit(limit);
   let submitted = 0;
-  for (const { refundNo } of pending) {
+  for (const { providerRefundNo } of pending) {
     try {
-      await submitRefund(db, refundNo, deps);
+      await submitRefund(db, providerRefundNo, deps);
       submitted++;
     } catch {
       // Left CREATED: the next round tries again.

@@ -4,6 +4,7 @@ import { orderIdParams } from "~/server/orders/schema";
 import { paymentsOfOrder } from "~/server/payments/queries";
 import { refundsOfOrder } from "~/server/refunds/queries";
 import { newGuestId, signApiToken } from "~/server/session/session";
+import { clientAddressOf } from "~/shared/client-address";
 import { authenticate, json, problem, type RestDeps, respond } from "./http";
 
 /**
@@ -18,7 +19,7 @@ function orderIdFrom(raw: string): string {
 
 export function getOrder(deps: RestDeps, req: Request, rawOrderId: string): Promise<Response> {
   return respond(deps, async () => {
-    const userId = authenticate(req, deps.app.sessionSecret);
+    const userId = await authenticate(req, deps.app);
     const orderId = orderIdFrom(rawOrderId);
     const order = await getOrderById(deps.app.db, userId, orderId);
     // getOrderById checked ownership; the rest is read once, without re-checking.
@@ -39,16 +40,18 @@ export function getOrder(deps: RestDeps, req: Request, rawOrderId: string): Prom
         status: r.status,
         amountCents: r.amountCents,
         currency: r.currency,
+        ...(r.lines.length > 0 ? { lines: r.lines } : {}),
       })),
     });
   });
 }
 
 /** A new guest shopper and its bearer token (development convenience; API_TOKENS_ENABLED=false turns it off). */
-export function postToken(deps: RestDeps): Promise<Response> {
+export function postToken(deps: RestDeps, req: Request): Promise<Response> {
   return respond(deps, async () => {
     if (!deps.tokensEnabled)
       return problem(403, "TOKENS_DISABLED", "Making tokens through the API is turned off.");
+    await deps.app.gateway.admitClient({ address: clientAddressOf(req.headers), action: "identity" });
     return json(201, { token: signApiToken(newGuestId(), deps.app.sessionSecret) });
   });
 }

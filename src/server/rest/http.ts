@@ -3,7 +3,8 @@ import type { AppContext } from "~/server/app-context";
 import { DomainError, type DomainErrorCode, isDomainError, unavailableIfTransient } from "~/server/errors";
 import { withRequestContext } from "~/server/observability/request-context";
 import { requestIdSchema } from "~/server/orders/schema";
-import { verifyApiToken } from "~/server/session/session";
+import { checkApiToken } from "~/server/session/api-tokens";
+import { PROBLEM_HEADERS, problemBody } from "~/shared/problem";
 
 /** The one mapping from domain codes to HTTP statuses for the REST API (the tRPC one mirrors it). */
 export const HTTP_STATUS_BY_DOMAIN_CODE: Record<DomainErrorCode, number> = {
@@ -15,11 +16,15 @@ export const HTTP_STATUS_BY_DOMAIN_CODE: Record<DomainErrorCode, number> = {
   SERVICE_UNAVAILABLE: 503,
   SKU_NOT_FOUND: 400,
   OUT_OF_STOCK: 412,
+  COUPON_NOT_FOUND: 422,
+  COUPON_NOT_APPLICABLE: 412,
+  COUPON_ALREADY_USED: 412,
   ORDER_NOT_FOUND: 404,
   ORDER_NOT_PAYABLE: 412,
   ORDER_NOT_CANCELLABLE: 412,
   ORDER_NOT_REFUNDABLE: 412,
   REFUND_EXCEEDS_PAID: 412,
+  REFUND_LINES_INVALID: 422,
   RATE_LIMITED: 429,
 };
 
@@ -55,20 +60,10 @@ export function problem(
   extra: Record<string, unknown> = {},
   headers: Record<string, string> = {},
 ): Response {
-  const body = {
-    type: `/problems/${code.toLowerCase().replaceAll("_", "-")}`,
-    title: code
-      .replaceAll("_", " ")
-      .toLowerCase()
-      .replace(/^./, (c) => c.toUpperCase()),
-    status,
-    detail,
-    code,
-    ...extra,
-  };
+  const body = problemBody(status, code, detail, extra);
   return new Response(JSON.stringify(body), {
     status,
-    headers: { "content-type": "application/problem+json", "cache-control": "no-store", ...headers },
+    headers: { ...PROBLEM_HEADERS, ...headers },
   });
 }
 
@@ -102,16 +97,16 @@ export class HttpProblem extends Error {
   }
 }
 
-/** The shopper behind `Authorization: Bearer <token>`, or a 401 problem. */
-export function authenticate(req: Request, secret: string): string {
+/** The shopper behind `Authorization: Bearer <token>` (genuine, unexpired, not revoked), or a 401 problem. */
+export async function authenticate(req: Request, app: AppContext): Promise<string> {
   const token = req.headers.get("authorization")?.match(/^Bearer\s+(\S+)$/i)?.[1];
-  const userId = verifyApiToken(token, secret);
-  if (!userId) {
+  const claims = await checkApiToken(app.db, token, app.sessionSecret, app.apiTokenTtlS);
+  if (!claims) {
     throw new HttpProblem(
       problem(
         401,
         "UNAUTHORIZED",
-        "A valid bearer token is required (POST /api/v1/tokens makes one).",
+        "A valid bearer token is required: tokens expire, and can be revoked (POST /api/v1/tokens makes one).",
         {},
         {
           "www-authenticate": 'Bearer realm="checkout"',
@@ -119,7 +114,7 @@ export function authenticate(req: Request, secret: string): string {
       ),
     );
   }
-  return userId;
+  return claims.userId;
 }
 
 /**

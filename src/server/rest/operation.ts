@@ -2,6 +2,7 @@ import type { z } from "zod";
 import type { AppContext } from "~/server/app-context";
 import { DomainError } from "~/server/errors";
 import { gatewayKeyOf, type Operation, runOperation } from "~/server/idempotency";
+import { clientAddressOf } from "~/shared/client-address";
 import { restDeps } from "./deps";
 import {
   authenticate,
@@ -43,7 +44,7 @@ export function handleOperation<S extends z.ZodType, R>(
   const binding = op.rest;
   if (!binding) throw new Error(`${op.name} has no REST binding`);
   return respond(deps, async () => {
-    const userId = authenticate(req, deps.app.sessionSecret);
+    const userId = await authenticate(req, deps.app);
     const key = idempotencyKey(req);
     const params = binding.params ? binding.params.safeParse(pathParams) : undefined;
     if (params && !params.success) {
@@ -58,6 +59,12 @@ export function handleOperation<S extends z.ZodType, R>(
     });
     if (!parsed.success) throw invalid(parsed.error.issues);
     const input = parsed.data as z.output<S>;
+    // Per client address first, whoever the token says the client is (a new token is cheap).
+    await deps.app.gateway.admitClient({
+      address: clientAddressOf(req.headers),
+      action: "write",
+      route: op.name,
+    });
     if (op.gateway !== "off") {
       await deps.app.gateway.admit({
         userId,

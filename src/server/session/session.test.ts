@@ -20,10 +20,15 @@ describe("guest session cookie", () => {
     expect(verifySession(undefined, secret)).toBeNull();
   });
 
-  it("signs API tokens that are not interchangeable with the cookie", () => {
+  it("signs API tokens that are not interchangeable with the cookie, and that expire", () => {
     const id = newGuestId();
-    const token = signApiToken(id, secret);
-    expect(verifyApiToken(token, secret)).toBe(id);
+    const issuedMs = Date.now();
+    const token = signApiToken(id, secret, issuedMs);
+    expect(verifyApiToken(token, secret)).toEqual({ userId: id, issuedMs, expiresMs: issuedMs + 86_400_000 });
+    expect(verifyApiToken(token, secret, 60, issuedMs + 59_999)?.userId).toBe(id);
+    expect(verifyApiToken(token, secret, 60, issuedMs + 60_000)).toBeNull();
+    // The issue time is signed: moving it forward forges nothing.
+    expect(verifyApiToken(token.replace(`.${issuedMs}.`, `.${issuedMs + 1000}.`), secret)).toBeNull();
     expect(verifyApiToken(signSession(id, secret), secret)).toBeNull();
     expect(verifySession(token.slice(3), secret)).toBeNull();
     expect(verifyApiToken(`${token}x`, secret)).toBeNull();

@@ -43,21 +43,41 @@ export function sessionCookieHeader(value: string, secure: boolean): string {
 
 const API_TOKEN_PREFIX = "ck_";
 
-/** The shopper's bearer token for the REST API: `ck_<guest id>.<HMAC>`, a different MAC from the cookie's. */
-export function signApiToken(userId: string, secret: string): string {
-  return `${API_TOKEN_PREFIX}${userId}.${mac(userId, secret, "api-token")}`;
+/** How long an API token is valid by default (API_TOKEN_TTL_HOURS). */
+export const DEFAULT_API_TOKEN_TTL_S = 24 * 60 * 60;
+
+/**
+ * The shopper's bearer token for the REST API: `ck_<guest id>.<issued at, ms>.<HMAC>`, a
+ * different MAC from the cookie's. It expires `ttlS` after it was issued, and every token a
+ * shopper holds can be revoked at once (api_token_revocation, checked by the REST layer).
+ */
+export function signApiToken(userId: string, secret: string, issuedMs = Date.now()): string {
+  return `${API_TOKEN_PREFIX}${userId}.${issuedMs}.${mac(`${userId}.${issuedMs}`, secret, "api-token")}`;
 }
 
-export function verifyApiToken(token: string | undefined | null, secret: string): string | null {
+export interface ApiTokenClaims {
+  userId: string;
+  issuedMs: number;
+  expiresMs: number;
+}
+
+/** The token's shopper and times, or null for a malformed, forged or expired token. */
+export function verifyApiToken(
+  token: string | undefined | null,
+  secret: string,
+  ttlS = DEFAULT_API_TOKEN_TTL_S,
+  nowMs = Date.now(),
+): ApiTokenClaims | null {
   if (!token?.startsWith(API_TOKEN_PREFIX)) return null;
-  const body = token.slice(API_TOKEN_PREFIX.length);
-  const dot = body.indexOf(".");
-  if (dot <= 0) return null;
-  const userId = body.slice(0, dot);
-  if (!GUEST_ID.test(userId)) return null;
-  const given = Buffer.from(body.slice(dot + 1));
-  const expected = Buffer.from(mac(userId, secret, "api-token"));
-  return given.length === expected.length && timingSafeEqual(given, expected) ? userId : null;
+  const [userId, issued, given, ...rest] = token.slice(API_TOKEN_PREFIX.length).split(".");
+  if (!userId || !issued || !given || rest.length > 0) return null;
+  if (!GUEST_ID.test(userId) || !/^\d{1,15}$/.test(issued)) return null;
+  const expected = Buffer.from(mac(`${userId}.${issued}`, secret, "api-token"));
+  const provided = Buffer.from(given);
+  if (provided.length !== expected.length || !timingSafeEqual(provided, expected)) return null;
+  const issuedMs = Number(issued);
+  const expiresMs = issuedMs + ttlS * 1000;
+  return expiresMs > nowMs ? { userId, issuedMs, expiresMs } : null;
 }
 
 /** Reads one cookie from a Cookie header without pulling in a parser for one value. */

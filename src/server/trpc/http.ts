@@ -5,6 +5,7 @@ import { DomainError } from "~/server/errors";
 import { getLogger } from "~/shared/logger";
 import { createTrpcContext } from "./context";
 import { wasLogged } from "./init";
+import { TRPC_MAX_BATCH_SIZE } from "./limits";
 import { appRouter } from "./root";
 
 /** tRPC over HTTP (fetch Request in, Response out): the route handler, and tests, call this. */
@@ -18,6 +19,7 @@ export function handleTrpcRequest(
     req,
     router: mount.router,
     createContext: ({ req, resHeaders }) => createTrpcContext(app, req, resHeaders),
+    maxBatchSize: TRPC_MAX_BATCH_SIZE,
     // Procedures log their own unknown errors (init.ts); this catches the ones raised around them (reading the
     // request, building the response), which would otherwise answer 500 without a trace.
     onError({ error, path, type }) {

@@ -1,30 +1,11 @@
 import { initTRPC, TRPCError } from "@trpc/server";
 import superjson from "superjson";
 import { ZodError, z } from "zod";
-import { DomainError, type DomainErrorCode, unavailableIfTransient } from "~/server/errors";
+import { DomainError, unavailableIfTransient } from "~/server/errors";
 import { withRequestContext } from "~/server/observability/request-context";
 import { getLogger } from "~/shared/logger";
+import { TRPC_CODE_BY_DOMAIN_CODE } from "./codes";
 import type { TrpcContext } from "./context";
-
-type TrpcCode = TRPCError["code"];
-
-/** The one mapping from domain codes to tRPC codes. */
-export const TRPC_CODE_BY_DOMAIN_CODE: Record<DomainErrorCode, TrpcCode> = {
-  INVALID_INPUT: "BAD_REQUEST",
-  UNAUTHORIZED: "UNAUTHORIZED",
-  IDEMPOTENCY_KEY_REUSED: "UNPROCESSABLE_CONTENT",
-  REQUEST_IN_PROGRESS: "CONFLICT",
-  IDEMPOTENCY_LEASE_LOST: "CONFLICT",
-  SERVICE_UNAVAILABLE: "SERVICE_UNAVAILABLE",
-  SKU_NOT_FOUND: "BAD_REQUEST",
-  OUT_OF_STOCK: "PRECONDITION_FAILED",
-  ORDER_NOT_FOUND: "NOT_FOUND",
-  ORDER_NOT_PAYABLE: "PRECONDITION_FAILED",
-  ORDER_NOT_CANCELLABLE: "PRECONDITION_FAILED",
-  ORDER_NOT_REFUNDABLE: "PRECONDITION_FAILED",
-  REFUND_EXCEEDS_PAID: "PRECONDITION_FAILED",
-  RATE_LIMITED: "TOO_MANY_REQUESTS",
-};
 
 /** Procedure meta: which defined operation a procedure mounts (the transport test reads it). */
 export interface ProcedureMeta {
@@ -42,13 +23,22 @@ const t = initTRPC
       const cause = error.cause;
       const domain = cause instanceof DomainError ? cause : undefined;
       const internal = error.code === "INTERNAL_SERVER_ERROR" && !domain;
+      // A body or input tRPC could not read: its parser's own words (a TypeError, a RangeError from deep
+      // nesting) say nothing useful to the caller and something about the server.
+      const unreadable =
+        (error.code === "BAD_REQUEST" || error.code === "PARSE_ERROR") &&
+        cause !== undefined &&
+        !domain &&
+        !(cause instanceof ZodError);
       return {
         ...shape,
         message: internal
           ? "Internal server error"
-          : cause instanceof ZodError
-            ? cause.issues.map((issue) => `${issue.path.join(".") || "input"}: ${issue.message}`).join("; ")
-            : shape.message,
+          : unreadable
+            ? 'The request could not be read: send a JSON body (or `input` query parameter) of the form {"json": <input>}.'
+            : cause instanceof ZodError
+              ? cause.issues.map((issue) => `${issue.path.join(".") || "input"}: ${issue.message}`).join("; ")
+              : shape.message,
         data: {
           code: shape.data.code,
           httpStatus: shape.data.httpStatus,
@@ -91,6 +81,21 @@ const domainErrors = t.middleware(async ({ next, ctx, path, type }) => {
   return result;
 });
 
+/**
+ * Every write is admitted per client address (and operation) before anything else runs: limits per
+ * shopper alone are defeated by asking for a new identity. Each call of a batch counts on its own.
+ */
+const clientWrites = t.middleware(async ({ ctx, type, path, meta, next }) => {
+  if (type === "mutation" && ctx.clientAddress !== undefined) {
+    await ctx.app.gateway.admitClient({
+      address: ctx.clientAddress,
+      action: "write",
+      route: meta?.operation ?? path,
+    });
+  }
+  return next();
+});
+
 export const router = t.router;
 export const createCallerFactory = t.createCallerFactory;
-export const shopperProcedure = t.procedure.use(domainErrors);
+export const shopperProcedure = t.procedure.use(domainErrors).use(clientWrites);

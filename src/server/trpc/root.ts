@@ -1,6 +1,7 @@
 import { createCallerFactory, router } from "./init";
 import { catalogRouter } from "./routers/catalog";
 import { checkoutRouter } from "./routers/checkout";
+import { couponsRouter } from "./routers/coupons";
 import { ordersRouter } from "./routers/orders";
 import { paymentsRouter } from "./routers/payments";
 import { refundsRouter } from "./routers/refunds";
@@ -9,6 +10,7 @@ import { sessionRouter } from "./routers/session";
 export const appRouter = router({
   catalog: catalogRouter,
   checkout: checkoutRouter,
+  coupons: couponsRouter,
   orders: ordersRouter,
   payments: paymentsRouter,
   refunds: refundsRouter,

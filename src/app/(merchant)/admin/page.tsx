@@ -69,7 +69,7 @@ export default async function AdminPage({ searchParams }: { searchParams: Promis
         rows={o.failedRefunds.map((refund) => ({
           key: refund.id,
           cells: [refund.refundNo, String(refund.amountCents), refund.failureReason ?? ""],
-          retry: `/api/admin/refunds/${encodeURIComponent(refund.refundNo)}/retry`,
+          retry: `/api/admin/refunds/${encodeURIComponent(refund.providerRefundNo)}/retry`,
         }))}
       />
 
@@ -185,7 +185,25 @@ export default async function AdminPage({ searchParams }: { searchParams: Promis
           ))}
         </tbody>
       </table>
-      <h3>Refused notifications and alerts</h3>
+      <h3>Refused before verification, last 24 h</h3>
+      <p className="muted small">
+        Unsigned, forged or stale: anyone can send these, so they are only counted, never tied to a payment.
+      </p>
+      {o.notifications.refused.length === 0 ? (
+        <p>None.</p>
+      ) : (
+        <table>
+          <tbody>
+            {o.notifications.refused.map((row) => (
+              <tr key={row.reason}>
+                <th scope="row">{row.reason}</th>
+                <td data-testid={`refused-${row.reason}`}>{row.count}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+      <h3>Verified notifications refused, and alerts</h3>
       {o.notifications.issues.length === 0 ? (
         <p>None.</p>
       ) : (

@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import { sql } from "drizzle-orm";
 import {
   bigint,
@@ -7,6 +8,7 @@ import {
   integer,
   jsonb,
   pgTable,
+  primaryKey,
   text,
   timestamp,
   uniqueIndex,
@@ -60,7 +62,10 @@ export const orders = pgTable(
     id: uuid().primaryKey().defaultRandom(),
     userId: text().notNull(),
     requestId: text().notNull(),
+    /** What the shopper pays: the lines' total less the coupon's discount. */
     amountCents: bigint({ mode: "number" }).notNull(),
+    /** Taken off the lines' total by the coupon the order redeemed (0: none). */
+    discountCents: integer().notNull().default(0),
     currency: text().notNull().default("USD"),
     status: text({ enum: ORDER_STATUSES }).notNull().default("PENDING_PAYMENT"),
     createdAt: createdAt(),
@@ -70,6 +75,7 @@ export const orders = pgTable(
     uniqueIndex("orders_user_id_request_id_uq").on(t.userId, t.requestId),
     index("orders_user_id_created_at_idx").on(t.userId, t.createdAt),
     check("orders_amount_non_negative", sql`${t.amountCents} >= 0`),
+    check("orders_discount_non_negative", sql`${t.discountCents} >= 0`),
     check("orders_status_valid", sql.raw(`status IN (${ORDER_STATUSES.map((s) => `'${s}'`).join(", ")})`)),
   ],
 );
@@ -141,8 +147,6 @@ export const NOTIFICATION_OUTCOMES = [
   "PROCESSED",
   "DUPLICATE",
   "IGNORED",
-  "BAD_SIGNATURE",
-  "STALE_TIMESTAMP",
   "WRONG_APP",
   "MALFORMED",
   "UNKNOWN_PAYMENT",
@@ -152,7 +156,7 @@ export const NOTIFICATION_OUTCOMES = [
 ] as const;
 export type NotificationOutcome = (typeof NOTIFICATION_OUTCOMES)[number];
 
-/** Every notification the merchant received, valid or not, with what it did about it. */
+/** Every verified notification the merchant received (signed by the provider, fresh), with what it did about it. */
 export const paymentNotification = pgTable(
   "payment_notification",
   {
@@ -174,6 +178,36 @@ export const paymentNotification = pgTable(
     inList("payment_notification_outcome_valid", "outcome", NOTIFICATION_OUTCOMES),
   ],
 );
+
+export const VERIFICATION_REFUSALS = ["BAD_SIGNATURE", "STALE_TIMESTAMP", "UNSIGNED"] as const;
+export type VerificationRefusal = (typeof VERIFICATION_REFUSALS)[number];
+
+/**
+ * Notifications that failed verification (no signature, a bad one, a stale timestamp): anyone can
+ * send those, so they are never stored one by one, never linked to a payment and never shown as a
+ * fact. Only counted, per minute and reason, and kept for a day: bounded, whatever is sent.
+ */
+export const refusedNotification = pgTable(
+  "refused_notification",
+  {
+    minute: timestamp({ withTimezone: true }).notNull(),
+    reason: text({ enum: VERIFICATION_REFUSALS }).notNull(),
+    count: integer().notNull(),
+  },
+  (t) => [
+    primaryKey({ columns: [t.minute, t.reason] }),
+    inList("refused_notification_reason_valid", "reason", VERIFICATION_REFUSALS),
+  ],
+);
+
+/**
+ * "Revoke all my API tokens": every token a shopper was issued up to `revokedBefore` is refused from
+ * then on (tokens carry their issue time, signed). One row per shopper who ever revoked.
+ */
+export const apiTokenRevocation = pgTable("api_token_revocation", {
+  userId: text().primaryKey(),
+  revokedBefore: timestamp({ withTimezone: true, mode: "date" }).notNull(),
+});
 
 /** Events written in the same transaction as the state change they announce. */
 export const outboxEvent = pgTable(
@@ -252,7 +286,37 @@ export const benefitGrant = pgTable(
   },
   (t) => [
     uniqueIndex("benefit_grant_order_type_uq").on(t.orderId, t.benefitType),
+    uniqueIndex("benefit_grant_code_uq").on(t.code),
     inList("benefit_grant_type_valid", "benefit_type", BENEFIT_TYPES),
+  ],
+);
+
+export const COUPON_REDEMPTION_STATUSES = ["ACTIVE", "RELEASED"] as const;
+
+/**
+ * A coupon spent on an order, written in the order's own transaction. At most one ACTIVE
+ * redemption per coupon (the coupon is used at most once) and per order; cancelling the order,
+ * its timing out or its full refund releases it, and the coupon can be spent again.
+ */
+export const couponRedemption = pgTable(
+  "coupon_redemption",
+  {
+    id: identity(),
+    code: text()
+      .notNull()
+      .references(() => benefitGrant.code),
+    userId: text().notNull(),
+    orderId: orderRef(),
+    discountCents: integer().notNull(),
+    status: text({ enum: COUPON_REDEMPTION_STATUSES }).notNull().default("ACTIVE"),
+    createdAt: createdAt(),
+    releasedAt: timestamp({ withTimezone: true }),
+  },
+  (t) => [
+    uniqueIndex("coupon_redemption_active_code_uq").on(t.code).where(sql`status = 'ACTIVE'`),
+    uniqueIndex("coupon_redemption_order_uq").on(t.orderId),
+    check("coupon_redemption_discount_positive", sql`${t.discountCents} > 0`),
+    inList("coupon_redemption_status_valid", "status", COUPON_REDEMPTION_STATUSES),
   ],
 );
 
@@ -282,7 +346,14 @@ export const refundOrder = pgTable(
   "refund_order",
   {
     id: uuid().primaryKey().defaultRandom(),
+    /** The order's owner: refund numbers are theirs, one namespace per shopper. */
+    userId: text().notNull(),
+    /** The shopper's number for this refund (their key), or a system one under `sys/` that no shopper can make. */
     refundNo: text().notNull(),
+    /** The number the provider knows this refund by: one namespace for the whole merchant, never a shopper's input. */
+    providerRefundNo: text()
+      .notNull()
+      .$defaultFn(() => randomUUID()),
     orderId: orderRef(),
     paymentId: uuid()
       .notNull()
@@ -296,7 +367,8 @@ export const refundOrder = pgTable(
     updatedAt: createdAt(),
   },
   (t) => [
-    uniqueIndex("refund_order_refund_no_uq").on(t.refundNo),
+    uniqueIndex("refund_order_user_refund_no_uq").on(t.userId, t.refundNo),
+    uniqueIndex("refund_order_provider_refund_no_uq").on(t.providerRefundNo),
     index("refund_order_order_idx").on(t.orderId),
     index("refund_order_created_idx").on(t.createdAt).where(sql`status = 'REFUND_CREATED'`),
     check("refund_order_amount_positive", sql`${t.amountCents} > 0`),
@@ -304,7 +376,33 @@ export const refundOrder = pgTable(
   ],
 );
 
-/** Stock given back by one refund, once per (refund, SKU). */
+/**
+ * The lines a refund gives back (`refunds.create({ lines })`): their stock is returned when it succeeds.
+ * A full refund gives back every line without naming them.
+ */
+export const refundLine = pgTable(
+  "refund_line",
+  {
+    id: identity(),
+    refundId: uuid()
+      .notNull()
+      .references(() => refundOrder.id),
+    orderId: orderRef(),
+    skuId: skuRef(),
+    quantity: integer().notNull(),
+  },
+  (t) => [
+    uniqueIndex("refund_line_refund_sku_uq").on(t.refundId, t.skuId),
+    index("refund_line_order_idx").on(t.orderId),
+    check("refund_line_quantity_positive", sql`${t.quantity} > 0`),
+  ],
+);
+
+/**
+ * Stock given back by one refund, once per (refund, SKU). An order may get one SKU back in parts (line
+ * refunds), never more than was deducted: the stock-return consumer brings what the order holds down to
+ * what it still should, under the order's lock.
+ */
 export const stockReturnRecord = pgTable(
   "stock_return_record",
   {
@@ -319,8 +417,8 @@ export const stockReturnRecord = pgTable(
   },
   (t) => [
     uniqueIndex("stock_return_record_refund_sku_uq").on(t.refundId, t.skuId),
-    // An order's stock comes back at most once, whichever refund completes it.
-    uniqueIndex("stock_return_record_order_sku_uq").on(t.orderId, t.skuId),
+    index("stock_return_record_order_idx").on(t.orderId, t.skuId),
+    check("stock_return_record_quantity_positive", sql`${t.quantity} > 0`),
   ],
 );
 
@@ -336,5 +434,11 @@ export const benefitReversal = pgTable(
     amount: integer().notNull(),
     createdAt: createdAt(),
   },
-  (t) => [uniqueIndex("benefit_reversal_order_type_uq").on(t.orderId, t.benefitType)],
+  (t) => [
+    // Points are taken back in steps, one per refund, as the net amount paid falls.
+    uniqueIndex("benefit_reversal_refund_type_uq").on(t.refundId, t.benefitType),
+    // A coupon is revoked once.
+    uniqueIndex("benefit_reversal_coupon_uq").on(t.orderId).where(sql`benefit_type = 'COUPON'`),
+    index("benefit_reversal_order_idx").on(t.orderId, t.benefitType),
+  ],
 );

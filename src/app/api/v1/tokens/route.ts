@@ -1,6 +1,6 @@
 import { restDeps } from "~/server/rest/deps";
 import { postToken } from "~/server/rest/handlers";
 
-export function POST() {
-  return postToken(restDeps());
+export function POST(req: Request) {
+  return postToken(restDeps(), req);
 }

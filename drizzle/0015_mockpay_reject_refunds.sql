@@ -1,0 +1,1 @@
+ALTER TABLE "provider_trade" ADD COLUMN "reject_refunds" integer DEFAULT 0 NOT NULL;

@@ -1,0 +1,41 @@
+import type { Db } from "~/server/db/client";
+import { sleep } from "./client";
+import { CHAOS_ADMIN_TOKEN, type Cluster } from "./cluster";
+import type { Faults } from "./report";
+
+/**
+ * A person at /admin: every second, presses Retry on each refund the provider rejected
+ * (`POST /api/admin/refunds/{provider refund no}/retry`), on either instance. Returns a stop.
+ */
+export function startOperator(db: Db, cluster: Cluster, faults: Faults): () => Promise<void> {
+  let stopped = false;
+  let turn = 0;
+  const loop = (async () => {
+    while (!stopped) {
+      try {
+        const failed = await db.$client<{ provider_refund_no: string }[]>`
+          SELECT provider_refund_no FROM refund_order WHERE status = 'REFUND_FAILED'`;
+        for (const { provider_refund_no } of failed) {
+          const response = await fetch(
+            `${cluster.url(turn++)}/api/admin/refunds/${encodeURIComponent(provider_refund_no)}/retry`,
+            {
+              method: "POST",
+              headers: { authorization: `Bearer ${CHAOS_ADMIN_TOKEN}` },
+              redirect: "manual",
+              signal: AbortSignal.timeout(10_000),
+            },
+          );
+          await response.text();
+          if (response.status === 303) faults.count("operator pressed Retry on a rejected refund");
+        }
+      } catch {
+        // An instance down or the database away: look again in a second, as a person would.
+      }
+      await sleep(1_000);
+    }
+  })();
+  return async () => {
+    stopped = true;
+    await loop;
+  };
+}

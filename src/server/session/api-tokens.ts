@@ -1,0 +1,36 @@
+import { eq, sql } from "drizzle-orm";
+import type { Executor } from "~/server/db/client";
+import { apiTokenRevocation } from "~/server/db/schema";
+import { type ApiTokenClaims, signApiToken, verifyApiToken } from "./session";
+
+/** A new bearer token for the shopper, shown once when they ask for it. */
+export function issueApiToken(userId: string, secret: string, ttlS: number) {
+  const issuedMs = Date.now();
+  return { token: signApiToken(userId, secret, issuedMs), expiresAt: new Date(issuedMs + ttlS * 1000) };
+}
+
+/** Every token the shopper holds now is refused from here on; tokens issued later work. */
+export async function revokeApiTokens(db: Executor, userId: string): Promise<Date> {
+  const [row] = await db
+    .insert(apiTokenRevocation)
+    .values({ userId, revokedBefore: sql`clock_timestamp()` })
+    .onConflictDoUpdate({ target: apiTokenRevocation.userId, set: { revokedBefore: sql`clock_timestamp()` } })
+    .returning({ revokedBefore: apiTokenRevocation.revokedBefore });
+  return row?.revokedBefore ?? new Date();
+}
+
+/** The token's claims if it is genuine, unexpired and not revoked; otherwise null. */
+export async function checkApiToken(
+  db: Executor,
+  token: string | undefined | null,
+  secret: string,
+  ttlS: number,
+): Promise<ApiTokenClaims | null> {
+  const claims = verifyApiToken(token, secret, ttlS);
+  if (!claims) return null;
+  const [revocation] = await db
+    .select({ revokedBefore: apiTokenRevocation.revokedBefore })
+    .from(apiTokenRevocation)
+    .where(eq(apiTokenRevocation.userId, claims.userId));
+  return revocation && claims.issuedMs <= revocation.revokedBefore.getTime() ? null : claims;
+}

@@ -1,0 +1,21 @@
+/** An RFC 9457 problem body: the one shape every refusal over HTTP takes, from the REST API to the server's own. */
+export function problemBody(
+  status: number,
+  code: string,
+  detail: string,
+  extra: Record<string, unknown> = {},
+) {
+  return {
+    type: `/problems/${code.toLowerCase().replaceAll("_", "-")}`,
+    title: code
+      .replaceAll("_", " ")
+      .toLowerCase()
+      .replace(/^./, (c) => c.toUpperCase()),
+    status,
+    detail,
+    code,
+    ...extra,
+  };
+}
+
+export const PROBLEM_HEADERS = { "content-type": "application/problem+json", "cache-control": "no-store" };
