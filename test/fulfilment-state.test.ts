@@ -1,7 +1,10 @@
 import { randomUUID } from "node:crypto";
+import { eq, sql } from "drizzle-orm";
 import type { AppContext } from "~/server/app-context";
+import { paymentOrder, refundOrder } from "~/server/db/schema";
 import { handleConsumeJob } from "~/server/fulfilment/worker";
 import { reconcile } from "~/server/reconciliation/reconcile";
+import { applyRefundSucceeded } from "~/server/refunds/complete-refund";
 import { createCaller } from "~/server/trpc/root";
 import type { TestDatabase } from "./support/database";
 import { describe, expect, test } from "./support/fixtures";
@@ -110,5 +113,45 @@ describe("fulfilment follows the order's state", () => {
     const report = await reconcile(app.db, { lagSeconds: 0 });
     const broken = report.invariants.filter((i) => i.name !== "events-delivered");
     expect(broken.flatMap((i) => i.violations.map((v) => `${i.name}: ${v.message}`))).toEqual([]);
+  });
+
+  test("a refund completing while the order ships: the shipment came first, and reconciliation agrees", async ({
+    app,
+    mockPay,
+    database,
+  }) => {
+    const paid = await payThroughProvider(app, mockPay, items);
+    for (const eventId of await eventIds(database, paid.orderId, "OrderPaid")) {
+      await handleConsumeJob(app.db, { eventId, consumer: "stock" });
+    }
+    await refundInFull(app, paid);
+    const [refund] = await app.db.select().from(refundOrder).where(eq(refundOrder.orderId, paid.orderId));
+    if (!refund) throw new Error("no refund");
+    // The refund's completion begins, then the shipment is made and committed before it reaches the order.
+    await app.db.transaction(async (tx) => {
+      await tx.execute(sql`SELECT 1`);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      for (const eventId of await eventIds(database, paid.orderId, "StockDeducted")) {
+        await handleConsumeJob(app.db, { eventId, consumer: "shipping" });
+      }
+      const [payment] = await tx.select().from(paymentOrder).where(eq(paymentOrder.orderId, paid.orderId));
+      if (!payment) throw new Error("no payment");
+      const verdict = await applyRefundSucceeded(tx, payment, {
+        id: `evt_${randomUUID()}`,
+        type: "refund.succeeded",
+        app_id: "app_test",
+        out_trade_no: payment.outTradeNo,
+        transaction_id: payment.transactionId,
+        amount_cents: refund.amountCents,
+        currency: refund.currency,
+        created_at: new Date().toISOString(),
+        refund_no: refund.providerRefundNo,
+      });
+      expect(verdict.outcome).toBe("PROCESSED");
+    });
+    expect(await holdings(database, paid.orderId)).toMatchObject({ status: "REFUNDED", shipments: 1 });
+    const report = await reconcile(app.db, { lagSeconds: 0 });
+    const netZero = report.invariants.find((i) => i.name === "refunded-orders-net-zero");
+    expect(netZero?.violations.map((v) => v.message)).not.toContain("shipped after it was refunded");
   });
 });

@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import { runAdminAction } from "~/mockpay/server/admin";
 import { alertsFrom, opsFigures } from "~/server/admin/alerts";
 import type { AppContext } from "~/server/app-context";
+import { handleConsumeJob } from "~/server/fulfilment/worker";
 import { reconcile } from "~/server/reconciliation/reconcile";
 import { retryFailedRefund } from "~/server/refunds/retry-refund";
 import { createCaller } from "~/server/trpc/root";
@@ -80,7 +81,7 @@ describe("a refund the provider rejected", () => {
     expect(await retryFailedRefund(app.db, providerNo, app.payments)).toBe("REFUND_SUCCESS");
   });
 
-  test("cannot be retried past what is left once another refund took the rest", async ({
+  test("is superseded once another refund takes what it would return: no alert, no Retry refunds it", async ({
     app,
     mockPay,
     database,
@@ -96,18 +97,50 @@ describe("a refund the provider rejected", () => {
       refundNo: failed,
       amountCents: paid.amountCents,
     });
+    expect((await refundRow(database, failed))?.status).toBe("REFUND_FAILED");
     // The shopper asks again with a new refund number, and that one goes through.
+    const second = `R-${randomUUID()}`;
+    await createCaller({ app, userId: paid.userId, requestId: randomUUID() }).refunds.create({
+      orderId: paid.orderId,
+      refundNo: second,
+      amountCents: paid.amountCents,
+    });
+    expect(await refundRow(database, failed)).toEqual({
+      status: "REFUND_SUPERSEDED",
+      failure_reason: `risk control; superseded: refund ${second} returned what it would have`,
+    });
+    expect(alertsFrom(await opsFigures(app.db)).map((alert) => alert.name)).not.toContain("refund_failed");
+    const report = await reconcile(app.db, { lagSeconds: 0 });
+    expect(report.invariants.find((i) => i.name === "no-failed-refund-unnoticed")?.violations).toEqual([]);
+    // A Retry pressed on a stale page says where it stands and refunds nothing.
+    expect(await retryFailedRefund(app.db, await providerNoOf(database, failed), app.payments)).toBe(
+      "REFUND_SUPERSEDED",
+    );
+    expect((await refundRow(database, failed))?.status).toBe("REFUND_SUPERSEDED");
+  });
+
+  test("a smaller one that still fits beside the next refund stays failed and can be retried", async ({
+    app,
+    mockPay,
+    database,
+  }) => {
+    const paid = await payThroughProvider(app, mockPay, [{ skuId: "SKU-MUG", quantity: 2 }]);
+    const half = Math.floor(paid.amountCents / 2);
+    const failed = `R-${randomUUID()}`;
+    await createCaller({
+      app: rejectingProvider(app),
+      userId: paid.userId,
+      requestId: randomUUID(),
+    }).refunds.create({ orderId: paid.orderId, refundNo: failed, amountCents: half });
     await createCaller({ app, userId: paid.userId, requestId: randomUUID() }).refunds.create({
       orderId: paid.orderId,
       refundNo: `R-${randomUUID()}`,
-      amountCents: paid.amountCents,
-    });
-    await expect(
-      retryFailedRefund(app.db, await providerNoOf(database, failed), app.payments),
-    ).rejects.toMatchObject({
-      code: "REFUND_EXCEEDS_PAID",
+      amountCents: half,
     });
     expect((await refundRow(database, failed))?.status).toBe("REFUND_FAILED");
+    expect(await retryFailedRefund(app.db, await providerNoOf(database, failed), app.payments)).toBe(
+      "REFUND_PROCESSING",
+    );
   });
 
   test("MockPay's reject-refunds fault: the next refund is rejected at MockPay itself, and the Retry gets it through", async ({
@@ -139,5 +172,38 @@ describe("a refund the provider rejected", () => {
     const [trade] =
       await database.sql`SELECT reject_refunds FROM provider_trade WHERE out_trade_no = ${paid.outTradeNo}`;
     expect(trade?.reject_refunds).toBe(0);
+  });
+
+  test("the shopper's rejected refund, then the order turns out short of stock: the automatic refund supersedes it", async ({
+    app,
+    mockPay,
+    database,
+  }) => {
+    const paid = await payThroughProvider(app, mockPay, [{ skuId: "SKU-MUG", quantity: 1 }]);
+    const failed = `R-${randomUUID()}`;
+    await createCaller({
+      app: rejectingProvider(app),
+      userId: paid.userId,
+      requestId: randomUUID(),
+    }).refunds.create({ orderId: paid.orderId, refundNo: failed, amountCents: paid.amountCents });
+    const [{ stock } = { stock: 0 }] = await database.sql<{ stock: number }[]>`
+      UPDATE sku SET stock = 0 WHERE id = 'SKU-MUG' RETURNING (SELECT stock FROM sku WHERE id = 'SKU-MUG') AS stock`;
+    try {
+      for (const [type, consumer] of [
+        ["OrderPaid", "stock"],
+        ["StockShort", "auto-refund"],
+      ] as const) {
+        const events = await database.sql<{ id: string }[]>`
+          SELECT id FROM outbox_event WHERE aggregate_id = ${paid.orderId} AND event_type = ${type}`;
+        for (const { id } of events) await handleConsumeJob(app.db, { eventId: id, consumer });
+      }
+    } finally {
+      await database.sql`UPDATE sku SET stock = ${stock} WHERE id = 'SKU-MUG'`;
+    }
+    const [auto] = await database.sql`
+      SELECT status, amount_cents::int FROM refund_order WHERE order_id = ${paid.orderId} AND refund_no LIKE 'sys/auto/%'`;
+    expect(auto).toMatchObject({ amount_cents: paid.amountCents });
+    expect((await refundRow(database, failed))?.status).toBe("REFUND_SUPERSEDED");
+    expect(alertsFrom(await opsFigures(app.db)).map((alert) => alert.name)).not.toContain("refund_failed");
   });
 });

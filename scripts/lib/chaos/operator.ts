@@ -10,6 +10,7 @@ import type { Faults } from "./report";
 export function startOperator(db: Db, cluster: Cluster, faults: Faults): () => Promise<void> {
   let stopped = false;
   let turn = 0;
+  const heard = new Set<string>();
   const loop = (async () => {
     while (!stopped) {
       try {
@@ -27,6 +28,12 @@ export function startOperator(db: Db, cluster: Cluster, faults: Faults): () => P
           );
           await response.text();
           if (response.status === 303) faults.count("operator pressed Retry on a rejected refund");
+          // What /admin said (a refusal is a message there, not an error page): once per refund and answer.
+          const said = `${response.status} ${new URL(response.headers.get("location") ?? "/", "http://x").searchParams.get("message") ?? ""}`;
+          if (!heard.has(`${provider_refund_no} ${said}`)) {
+            heard.add(`${provider_refund_no} ${said}`);
+            console.log(`[chaos] operator: Retry on ${provider_refund_no} answered ${said}`);
+          }
         }
       } catch {
         // An instance down or the database away: look again in a second, as a person would.

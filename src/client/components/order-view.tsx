@@ -224,7 +224,7 @@ function Refunds(props: {
   );
   const { refund, isPending, error } = useRefundOrder(props.orderId);
   const refunded = (refunds.data ?? [])
-    .filter((r) => r.status !== "REFUND_FAILED")
+    .filter((r) => r.status !== "REFUND_FAILED" && r.status !== "REFUND_SUPERSEDED")
     .reduce((sum, r) => sum + r.amountCents, 0);
   const remaining = props.amountCents - refunded;
   const [amount, setAmount] = useState("");

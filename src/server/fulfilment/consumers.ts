@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { and, eq, ne, sql } from "drizzle-orm";
+import { and, eq, notInArray, sql } from "drizzle-orm";
 import { revokeCoupon } from "~/server/coupons/coupons";
 import type { Tx } from "~/server/db/client";
 import {
@@ -7,6 +7,7 @@ import {
   benefitReversal,
   orders,
   outboxEvent,
+  REFUNDS_THAT_RETURN_NOTHING,
   refundOrder,
   shipment,
   sku,
@@ -144,7 +145,12 @@ export const shippingConsumer: Consumer = {
     if ((await lockOrderStatus(tx, orderId)) !== "PAID") return "SKIPPED";
     const [created] = await tx
       .insert(shipment)
-      .values({ orderId, trackingNo: `TRK${randomBytes(5).toString("hex").toUpperCase()}` })
+      // Its time is read under the order's lock (not the transaction's start): see complete-refund.ts.
+      .values({
+        orderId,
+        trackingNo: `TRK${randomBytes(5).toString("hex").toUpperCase()}`,
+        createdAt: sql`clock_timestamp()`,
+      })
       .onConflictDoNothing({ target: shipment.orderId })
       .returning({ id: shipment.id });
     await tx
@@ -238,7 +244,9 @@ export const autoRefundConsumer: Consumer = {
     const [refunded] = await tx
       .select({ total: sql<string>`coalesce(sum(${refundOrder.amountCents}), 0)` })
       .from(refundOrder)
-      .where(and(eq(refundOrder.orderId, orderId), ne(refundOrder.status, "REFUND_FAILED")));
+      .where(
+        and(eq(refundOrder.orderId, orderId), notInArray(refundOrder.status, REFUNDS_THAT_RETURN_NOTHING)),
+      );
     const remaining = order.amountCents - Number(refunded?.total ?? 0);
     if (remaining <= 0) return "SKIPPED";
     const { existed } = await recordRefund(tx, {

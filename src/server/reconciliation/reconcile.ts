@@ -268,7 +268,7 @@ const INVARIANTS: Invariant[] = [
         message: "refunds exceed the payment",
         query: () => sql`SELECT p.order_id, p.amount_cents AS paid, sum(r.amount_cents)::bigint AS refunded
                            FROM refund_order r JOIN payment_order p ON p.id = r.payment_id
-                          WHERE r.status <> 'REFUND_FAILED'
+                          WHERE r.status NOT IN ('REFUND_FAILED', 'REFUND_SUPERSEDED')
                           GROUP BY p.order_id, p.amount_cents HAVING sum(r.amount_cents) > p.amount_cents`,
       },
       {
@@ -344,7 +344,7 @@ const INVARIANTS: Invariant[] = [
   {
     name: "no-failed-refund-unnoticed",
     description:
-      "No refund stays REFUND_FAILED past the threshold: the money is held until a person retries it.",
+      "No refund stays REFUND_FAILED past the threshold: the money is held until a person retries it. One marked superseded really has no room left (its amount or a line is more than other refunds left).",
     checks: [
       {
         message: "refund rejected by the provider and not retried",
@@ -352,6 +352,23 @@ const INVARIANTS: Invariant[] = [
           o,
         ) => sql`SELECT provider_refund_no, refund_no, order_id, amount_cents, failure_reason, updated_at FROM refund_order
                            WHERE status = 'REFUND_FAILED' AND updated_at < now() - ${o.lagSeconds} * interval '1 second'`,
+      },
+      {
+        message: "refund marked superseded, yet it would still fit beside the others",
+        query: () => sql`SELECT r.provider_refund_no, r.order_id, r.amount_cents FROM refund_order r
+                           JOIN payment_order p ON p.id = r.payment_id
+                          WHERE r.status = 'REFUND_SUPERSEDED'
+                            AND r.amount_cents <= p.amount_cents
+                                  - (SELECT coalesce(sum(o.amount_cents), 0) FROM refund_order o
+                                      WHERE o.payment_id = r.payment_id AND o.status NOT IN ('REFUND_FAILED', 'REFUND_SUPERSEDED'))
+                            AND NOT EXISTS (SELECT 1 FROM refund_line l
+                                              JOIN order_item i ON i.order_id = l.order_id AND i.sku_id = l.sku_id
+                                             WHERE l.refund_id = r.id
+                                               AND l.quantity > i.quantity
+                                                     - (SELECT coalesce(sum(l2.quantity), 0) FROM refund_line l2
+                                                          JOIN refund_order o2 ON o2.id = l2.refund_id
+                                                         WHERE l2.order_id = l.order_id AND l2.sku_id = l.sku_id
+                                                           AND o2.status NOT IN ('REFUND_FAILED', 'REFUND_SUPERSEDED')))`,
       },
     ],
   },

@@ -37,9 +37,13 @@ export async function applyRefundSucceeded(
     .from(paymentOrder)
     .where(eq(paymentOrder.id, payment.id))
     .for("update");
+  // Then the order's, as fulfilment takes it: a shipment and this refund take turns on the order, and the
+  // refund's time is read once the order is ours (clock_timestamp, not the transaction's start), so
+  // "shipped before the refund" in reconciliation means what happened first on the order.
+  await tx.select({ id: orders.id }).from(orders).where(eq(orders.id, payment.orderId)).for("update");
   const [moved] = await tx
     .update(refundOrder)
-    .set({ status: "REFUND_SUCCESS", updatedAt: sql`now()` })
+    .set({ status: "REFUND_SUCCESS", updatedAt: sql`clock_timestamp()` })
     .where(
       and(
         eq(refundOrder.id, refund.id),
@@ -72,7 +76,7 @@ export async function applyRefundSucceeded(
   if (fullyRefunded) {
     await tx
       .update(orders)
-      .set({ status: "REFUNDED", updatedAt: sql`now()` })
+      .set({ status: "REFUNDED", updatedAt: sql`clock_timestamp()` })
       .where(and(eq(orders.id, payment.orderId), inArray(orders.status, ["PAID", "SHIPPED", "STOCK_SHORT"])));
     // All its money went back: the coupon it spent comes back too.
     await releaseCoupon(tx, payment.orderId);

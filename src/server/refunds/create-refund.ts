@@ -1,6 +1,13 @@
-import { and, asc, eq, inArray, ne, sql } from "drizzle-orm";
+import { and, asc, eq, inArray, notInArray, sql } from "drizzle-orm";
 import type { Executor, Tx } from "~/server/db/client";
-import { orderItem, orders, paymentOrder, refundLine, refundOrder } from "~/server/db/schema";
+import {
+  orderItem,
+  orders,
+  paymentOrder,
+  REFUNDS_THAT_RETURN_NOTHING,
+  refundLine,
+  refundOrder,
+} from "~/server/db/schema";
 import { DomainError } from "~/server/errors";
 import { defineOperation, type OperationContext } from "~/server/idempotency";
 import { normaliseLines } from "~/server/orders/create-order";
@@ -89,7 +96,9 @@ export async function recordRefund(
   const [refunded] = await tx
     .select({ total: sql<string>`coalesce(sum(${refundOrder.amountCents}), 0)` })
     .from(refundOrder)
-    .where(and(eq(refundOrder.paymentId, payment.id), ne(refundOrder.status, "REFUND_FAILED")));
+    .where(
+      and(eq(refundOrder.paymentId, payment.id), notInArray(refundOrder.status, REFUNDS_THAT_RETURN_NOTHING)),
+    );
   const already = Number(refunded?.total ?? 0);
   if (already + amountCents > payment.amountCents) {
     throw new DomainError(
@@ -122,7 +131,44 @@ export async function recordRefund(
       .insert(refundLine)
       .values(lines.map((line) => ({ refundId: created.id, orderId: input.orderId, ...line })));
   }
+  // A rejected refund of this order that this one leaves no room for can never be retried: say so now.
+  await supersedeFailedRefunds(tx, payment.id, `refund ${input.refundNo} returned what it would have`);
   return { refund: viewOf(created, lines), existed: false };
+}
+
+const RETURNS_NOTHING = sql.raw(REFUNDS_THAT_RETURN_NOTHING.map((status) => `'${status}'`).join(", "));
+
+/**
+ * Failed refunds of this payment that no longer fit beside the refunds that return money (their amount is
+ * more than is left of what was paid, or one of their lines more than is left of what was ordered) become
+ * REFUND_SUPERSEDED: a Retry would refund too much, so nobody waits on them (no alert, no operator's list).
+ * The caller holds the payment's lock, as every refund decision does. `only`: just this refund.
+ */
+export async function supersedeFailedRefunds(
+  tx: Tx,
+  paymentId: string,
+  why: string,
+  only?: string,
+): Promise<string[]> {
+  const rows = await tx.execute<{ provider_refund_no: string }>(sql`
+    UPDATE refund_order r
+       SET status = 'REFUND_SUPERSEDED', updated_at = clock_timestamp(),
+           failure_reason = coalesce(r.failure_reason, 'rejected') || '; superseded: ' || ${why}
+     WHERE r.payment_id = ${paymentId} AND r.status = 'REFUND_FAILED'
+       ${only ? sql`AND r.id = ${only}` : sql``}
+       AND (r.amount_cents > (SELECT p.amount_cents FROM payment_order p WHERE p.id = r.payment_id)
+                               - (SELECT coalesce(sum(o.amount_cents), 0) FROM refund_order o
+                                   WHERE o.payment_id = r.payment_id AND o.status NOT IN (${RETURNS_NOTHING}))
+            OR EXISTS (SELECT 1 FROM refund_line l
+                         JOIN order_item i ON i.order_id = l.order_id AND i.sku_id = l.sku_id
+                        WHERE l.refund_id = r.id
+                          AND l.quantity > i.quantity
+                                - (SELECT coalesce(sum(l2.quantity), 0) FROM refund_line l2
+                                     JOIN refund_order o2 ON o2.id = l2.refund_id
+                                    WHERE l2.order_id = l.order_id AND l2.sku_id = l.sku_id
+                                      AND o2.status NOT IN (${RETURNS_NOTHING}))))
+    RETURNING r.provider_refund_no`);
+  return rows.map((row) => row.provider_refund_no);
 }
 
 /**
@@ -148,7 +194,7 @@ async function priceLines(
     .select({ skuId: refundLine.skuId, quantity: sql<string>`sum(${refundLine.quantity})` })
     .from(refundLine)
     .innerJoin(refundOrder, eq(refundOrder.id, refundLine.refundId))
-    .where(and(eq(refundLine.orderId, orderId), ne(refundOrder.status, "REFUND_FAILED")))
+    .where(and(eq(refundLine.orderId, orderId), notInArray(refundOrder.status, REFUNDS_THAT_RETURN_NOTHING)))
     .groupBy(refundLine.skuId);
   const alreadyNamed = new Map(named.map((row) => [row.skuId, Number(row.quantity)]));
   const bySku = new Map(items.map((item) => [item.skuId, item]));

@@ -334,13 +334,20 @@ export const shipment = pgTable(
 // ---------------------------------------------------------------------------
 // Refunds
 
+/**
+ * REFUND_SUPERSEDED: the provider rejected it (it was REFUND_FAILED), and other refunds have since
+ * returned what it would have: retrying it would refund more than was paid or ordered, so nobody waits on it.
+ */
 export const REFUND_STATUSES = [
   "REFUND_CREATED",
   "REFUND_PROCESSING",
   "REFUND_SUCCESS",
   "REFUND_FAILED",
+  "REFUND_SUPERSEDED",
 ] as const;
 export type RefundStatus = (typeof REFUND_STATUSES)[number];
+/** Refunds in these statuses return nothing and hold nothing back: sums of what was refunded leave them out. */
+export const REFUNDS_THAT_RETURN_NOTHING: RefundStatus[] = ["REFUND_FAILED", "REFUND_SUPERSEDED"];
 
 export const refundOrder = pgTable(
   "refund_order",

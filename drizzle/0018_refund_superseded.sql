@@ -1,0 +1,2 @@
+ALTER TABLE "refund_order" DROP CONSTRAINT "refund_order_status_valid";--> statement-breakpoint
+ALTER TABLE "refund_order" ADD CONSTRAINT "refund_order_status_valid" CHECK (status IN ('REFUND_CREATED', 'REFUND_PROCESSING', 'REFUND_SUCCESS', 'REFUND_FAILED', 'REFUND_SUPERSEDED'));
