@@ -7,6 +7,8 @@
  *   --connections=N   concurrent connections (default 20)
  *   --storm=N         copies in the duplicate storm (default 500)
  *   --orders=N        paid orders in the callback storm (default 100), 10 notifications each
+ *   --keep-alive=N    concurrent keep-alive connections held open (default 2000)
+ *   --profile=W       when to profile a path after the run: on-miss (default; off with --tiny), always, never
  *   --tiny            a quick run that only proves the script works (CI)
  * Writes bench-results/latest.json and bench-results/latest.html.
  */
@@ -17,13 +19,16 @@ import { runMigrations } from "~/server/db/migrate";
 import { seedCatalogue } from "~/server/db/seed";
 import type { Bench } from "./lib/bench/bench";
 import { peakRssMb, sessionCookie, startApp } from "./lib/bench/load";
-import { report } from "./lib/bench/report";
+import { profilePath } from "./lib/bench/profile";
+import { ratiosOf, report, TARGETS } from "./lib/bench/report";
 import { callbackStorm } from "./lib/bench/scenarios/callback-storm";
 import { databaseFloor } from "./lib/bench/scenarios/database-floor";
 import { duplicateStorm } from "./lib/bench/scenarios/duplicate-storm";
+import { expiredKey } from "./lib/bench/scenarios/expired-key";
+import { keepAlive } from "./lib/bench/scenarios/keep-alive";
 import { orderPaths } from "./lib/bench/scenarios/order-paths";
 import { twoInstances } from "./lib/bench/scenarios/two-instances";
-import { log, type Row } from "./lib/bench/settings";
+import { log, PROFILE, PROFILE_SECONDS, type Row } from "./lib/bench/settings";
 import { ensureBuild } from "./lib/build";
 import { CpuMeter, processCpuMs } from "./lib/cpu";
 import { startThrowawayPostgres } from "./lib/embedded-postgres";
@@ -66,6 +71,8 @@ async function main() {
     return last;
   };
   const rows: Row[] = [];
+  let appPeak: number | null = null;
+  const profiles: { ratio: string; lines: string[] }[] = [];
   const app = await startApp(url);
   cleanups.unshift(() => app.stop());
   try {
@@ -74,14 +81,15 @@ async function main() {
     const appCpu = () => processCpuMs(app.child.pid);
     const meter = () => new CpuMeter(appCpu);
     const total = (r: autocannon.Result) => r.requests.total;
-    const add: Bench["add"] = (scenario, r, correctness, ok, cpu) =>
+    const add: Bench["add"] = (id, scenario, r, correctness, ok, cpu, process = app.child) =>
       rows.push({
+        id,
         scenario,
         requestsPerSec: Math.round(r.requests.average),
         ...cpu.perRequest(),
         p50Ms: r.latency.p50,
         p99Ms: r.latency.p99,
-        peakRssMb: peakRssMb(app.child),
+        peakRssMb: peakRssMb(process),
         correctness,
         ok: ok && r.non2xx === 0 && r.errors === 0,
       });
@@ -100,14 +108,33 @@ async function main() {
       total,
       add,
     };
-    for (const scenario of [orderPaths, duplicateStorm, callbackStorm, twoInstances, databaseFloor]) {
+    for (const scenario of [
+      orderPaths,
+      duplicateStorm,
+      callbackStorm,
+      twoInstances,
+      databaseFloor,
+      keepAlive,
+      expiredKey,
+    ]) {
       await scenario(bench);
+    }
+    appPeak = peakRssMb(app.child);
+    await app.stop();
+    // A missed ratio comes with where the time goes on its path (scripts/lib/bench/profile.ts).
+    for (const ratio of ratiosOf(rows)) {
+      if (!(PROFILE === "always" || (PROFILE === "on-miss" && !ratio.met))) continue;
+      const target = TARGETS.find((t) => t.name === ratio.name);
+      if (!target) continue;
+      const kind = target.over.endsWith("rest") ? "rest" : "trpc";
+      const lines = await profilePath(url, kind, target.over.startsWith("replay"), PROFILE_SECONDS);
+      profiles.push({ ratio: ratio.name, lines });
     }
   } finally {
     await closeDb(db);
     for (const cleanup of cleanups) await cleanup().catch(() => {});
   }
-  return report(rows) ? 0 : 1;
+  return report(rows, appPeak, profiles) ? 0 : 1;
 }
 
 main().then(exitWith, (error: unknown) => {

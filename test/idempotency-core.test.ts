@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { sql as dsql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { closeDb, createDb, type Tx } from "~/server/db/client";
+import { closeDb, createDb } from "~/server/db/client";
 import { DomainError, isDomainError } from "~/server/errors";
 import {
   acquire,
@@ -13,6 +13,13 @@ import {
   runIdempotent,
 } from "~/server/idempotency";
 import { createTestDatabase, type TestDatabase } from "./support/database";
+import {
+  countEffects,
+  createEffectTable,
+  type EffectResult,
+  effectOperation,
+  writeEffect,
+} from "./support/effects";
 
 /**
  * The core, tested through a scratch "effect" table: every execution of an
@@ -23,36 +30,13 @@ const config: IdempotencyConfig = { ttlMs: 60_000, leaseMs: 10_000, waitMs: 5_00
 
 beforeAll(async () => {
   t = await createTestDatabase({ poolSize: 30 });
-  await t.sql`CREATE TABLE effect (id serial PRIMARY KEY, label text NOT NULL)`;
+  await createEffectTable(t);
 });
 afterAll(() => t.drop());
 
-async function writeEffect(tx: Tx, label: string) {
-  const [row] = await tx.execute<{ id: number }>(
-    dsql`INSERT INTO effect (label) VALUES (${label}) RETURNING id`,
-  );
-  return { result: { effectId: row?.id, label }, bizId: String(row?.id) };
-}
-
-function operation(
-  key: string,
-  overrides: Partial<IdempotentOperation<{ effectId: number | undefined; label: string }>> = {},
-): IdempotentOperation<{ effectId: number | undefined; label: string }> {
-  return {
-    scope: "shopper-1",
-    bizType: "test.effect",
-    key,
-    request: { label: key },
-    storedErrors: ["OUT_OF_STOCK"],
-    execute: (tx) => writeEffect(tx, key),
-    ...overrides,
-  };
-}
-
-async function effects(label: string): Promise<number> {
-  const [row] = await t.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM effect WHERE label = ${label}`;
-  return row?.n ?? 0;
-}
+const operation = (key: string, overrides: Partial<IdempotentOperation<EffectResult>> = {}) =>
+  effectOperation("test.effect", key, overrides);
+const effects = (label: string) => countEffects(t, label);
 
 async function record(key: string, scope = "shopper-1") {
   const [row] = await t.sql`
@@ -135,9 +119,48 @@ describe("idempotency core", () => {
       message: "sold out",
       details: { replayed: true, meta: { skuId: "A" } },
     });
-    expect(calls).toBe(1);
+    // The replay's execute may have been entered (its statements travel behind the claim and fail with
+    // it), but nothing it wrote remains, and the stored rejection is what it answered.
+    expect(calls).toBeLessThanOrEqual(2);
     expect(await effects(key)).toBe(0);
     expect(await record(key)).toMatchObject({ status: "FAILED" });
+  });
+
+  it("sends a duplicate's business statements behind its claim, where they fail with it and leave nothing", async () => {
+    const key = randomUUID();
+    const entered: string[] = [];
+    const op = (label: string) =>
+      operation(key, {
+        execute: async (tx) => {
+          entered.push(label);
+          return writeEffect(tx, label);
+        },
+      });
+    const first = await runIdempotent(t.db, op("first"), config);
+    const again = await runIdempotent(t.db, op("again"), config);
+    expect(again).toMatchObject({ replayed: true, result: first.result });
+    expect(await effects("first")).toBe(1);
+    expect(await effects("again")).toBe(0);
+    expect(entered[0]).toBe("first");
+  });
+
+  it("commits the claim with the business writes: nobody sees the key before the COMMIT", async () => {
+    const key = randomUUID();
+    let seenInside: unknown = "not read";
+    await runIdempotent(
+      t.db,
+      operation(key, {
+        execute: async (tx) => {
+          const written = await writeEffect(tx, key);
+          // Another connection, mid-transaction: neither the claim nor the effect is visible yet.
+          seenInside = await record(key);
+          return written;
+        },
+      }),
+      config,
+    );
+    expect(seenInside).toBeUndefined();
+    expect(await record(key)).toMatchObject({ status: "SUCCESS", lease_version: 1 });
   });
 
   it("releases the key after a transient failure so the retry executes, once", async () => {
@@ -214,7 +237,7 @@ describe("idempotency core", () => {
     expect(await record(key)).toMatchObject({ status: "SUCCESS" });
   });
 
-  it("rolls back a holder whose lease was taken over while its transaction was still open", async () => {
+  it("waits for a holder still inside its transaction, however short its lease: no takeover", async () => {
     const key = randomUUID();
     const short = { ...config, leaseMs: 150 };
     const held = gate();
@@ -229,14 +252,43 @@ describe("idempotency core", () => {
       }),
       short,
     );
-    await sleep(300);
-    const taker = await runIdempotent(t.db, operation(key), short);
-    expect(taker.replayed).toBe(false);
+    await sleep(300); // the lease has run out; the transaction has not
+    const duplicate = runIdempotent(t.db, operation(key), short);
+    await sleep(200);
     held.open();
-    // Its outcome and its COMMIT went out together; the failed store turned the COMMIT into a ROLLBACK.
-    await expect(slow).rejects.toMatchObject({ code: "IDEMPOTENCY_LEASE_LOST" });
+    const [first, second] = await Promise.all([slow, duplicate]);
+    expect(first.replayed).toBe(false);
+    expect(second).toMatchObject({ replayed: true, result: first.result });
     expect(await effects(key)).toBe(1);
-    expect(await record(key)).toMatchObject({ status: "SUCCESS", biz_id: String(taker.result.effectId) });
+  });
+
+  it("frees the key when its holder's connection dies mid-transaction: the waiting duplicate executes", async () => {
+    const key = randomUUID();
+    const held = gate();
+    let holderPid = 0;
+    const doomed = runIdempotent(
+      t.db,
+      operation(key, {
+        execute: async (tx) => {
+          const [row] = await tx.execute<{ pid: number }>(dsql`SELECT pg_backend_pid() AS pid`);
+          holderPid = row?.pid ?? 0;
+          await writeEffect(tx, key);
+          await held.opened;
+          return writeEffect(tx, `${key}-never`);
+        },
+      }),
+      config,
+    );
+    await sleep(100);
+    const duplicate = runIdempotent(t.db, operation(key), config);
+    await sleep(100);
+    await t.sql`SELECT pg_terminate_backend(${holderPid})`;
+    held.open();
+    await expect(doomed).rejects.toMatchObject({ code: "SERVICE_UNAVAILABLE" });
+    const taken = await duplicate;
+    expect(taken.replayed).toBe(false);
+    expect(await effects(key)).toBe(1);
+    expect(await effects(`${key}-never`)).toBe(0);
   });
 
   it("never hands a connection back inside a transaction, whatever happened on it", async () => {

@@ -30,9 +30,14 @@ export async function startAppProcess(options: {
   /** `dev`: Next's development server (`npm run dev`) instead of the production server. */
   mode?: "serve" | "dev";
   readyTimeoutMs?: number;
+  /** Extra options for node itself (e.g. --cpu-prof). */
+  nodeArgs?: string[];
 }): Promise<AppProcess> {
   const dev = options.mode === "dev";
-  const args = dev ? [NEXT_BIN, "dev", "-p", String(options.port), "-H", "127.0.0.1"] : SERVE_ARGS;
+  const args = [
+    ...(options.nodeArgs ?? []),
+    ...(dev ? [NEXT_BIN, "dev", "-p", String(options.port), "-H", "127.0.0.1"] : SERVE_ARGS),
+  ];
   const child = spawn(process.execPath, args, {
     env: {
       ...process.env,

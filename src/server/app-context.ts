@@ -2,7 +2,7 @@ import { getEnv } from "~/env";
 import { getLogger } from "~/shared/logger";
 import { createDb, type Db } from "./db/client";
 import { createGateway, type Gateway } from "./gateway/gateway";
-import type { IdempotencyConfig } from "./idempotency";
+import { DEFAULT_REPLAY_CACHE_OPTIONS, type IdempotencyConfig, ReplayCache } from "./idempotency";
 import { createTelemetry, type Telemetry } from "./observability/observer";
 import type { PaymentDeps } from "./payments/create-payment";
 import { RefusalTally } from "./payments/refused-notifications";
@@ -65,6 +65,14 @@ export function getAppContext(): AppContext {
       leaseMs: env.IDEMPOTENCY_LEASE_MS,
       waitMs: env.IDEMPOTENCY_WAIT_MS,
       observe: telemetry.observer.idempotency,
+      ...(env.IDEMPOTENCY_CACHE_ENTRIES > 0
+        ? {
+            cache: new ReplayCache({
+              ...DEFAULT_REPLAY_CACHE_OPTIONS,
+              maxEntries: env.IDEMPOTENCY_CACHE_ENTRIES,
+            }),
+          }
+        : {}),
     },
     sessionSecret: env.SESSION_SECRET,
     apiTokenTtlS: Math.round(env.API_TOKEN_TTL_HOURS * 3600),

@@ -152,8 +152,10 @@ export interface HeldConnection<Tx> {
    * gone (the server ended its transaction; patches/postgres+3.4.9.patch makes
    * postgres.js fail it with CONNECTION_CLOSED rather than throw out of a timer
    * or leave it waiting, and forget the dead socket's queue before reconnecting).
+   * `ended`: the caller saw its COMMIT or ROLLBACK succeed, so no transaction is open and the
+   * ROLLBACK (a round trip) is skipped.
    */
-  close(): Promise<void>;
+  close(options?: { ended?: boolean }): Promise<void>;
 }
 
 export async function holdConnection<TSchema extends Record<string, unknown>>(
@@ -175,7 +177,11 @@ export async function holdConnection<TSchema extends Record<string, unknown>>(
   return {
     tx,
     sql: reserved,
-    close: async () => {
+    close: async ({ ended = false } = {}) => {
+      if (ended) {
+        reserved.release();
+        return;
+      }
       // Bounded, as a last resort: a ROLLBACK still queued when the wait ends runs before anything
       // the next holder sends on this connection, so giving it back early is safe.
       const rollback = reserved`ROLLBACK`.catch(() => {});

@@ -1,3 +1,4 @@
+import type { ChildProcess } from "node:child_process";
 import type autocannon from "autocannon";
 import type { Db } from "~/server/db/client";
 import type { AppProcess } from "../app-process";
@@ -19,5 +20,14 @@ export interface Bench {
   appCpu(): number;
   meter(): CpuMeter;
   total(r: autocannon.Result): number;
-  add(scenario: string, r: autocannon.Result, correctness: string, ok: boolean, cpu: CpuMeter): void;
+  /** A row from an autocannon result; its RSS is the app's (or `process`'s, when given). */
+  add(
+    id: string,
+    scenario: string,
+    r: autocannon.Result,
+    correctness: string,
+    ok: boolean,
+    cpu: CpuMeter,
+    process?: ChildProcess,
+  ): void;
 }

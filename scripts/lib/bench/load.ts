@@ -16,9 +16,14 @@ export function peakRssMb(child: ChildProcess): number | null {
   }
 }
 
-export async function startApp(databaseUrl: string): Promise<AppProcess> {
+export async function startApp(
+  databaseUrl: string,
+  env: Record<string, string> = {},
+  nodeArgs: string[] = [],
+): Promise<AppProcess> {
   return startAppProcess({
     port: await freePort(),
+    nodeArgs,
     env: {
       DATABASE_URL: databaseUrl,
       BENCH_ROUTES: "true",
@@ -32,6 +37,7 @@ export async function startApp(databaseUrl: string): Promise<AppProcess> {
       SESSION_SECRET: BENCH_SESSION_SECRET,
       ADMIN_TOKEN: BENCH_ADMIN_TOKEN,
       DB_POOL_MAX: "20",
+      ...env,
     },
   });
 }
@@ -72,35 +78,85 @@ export function run(opts: autocannon.Options): Promise<autocannon.Result> {
   });
 }
 
-/** Keys handed to checkout.createOrder requests so far (in-flight ones at the end included). */
+/** Keys handed to first-execution requests so far (in-flight ones at the end included); loads count in their own. */
 export const sent = { count: 0 };
 export const CREATE_ORDER = "/api/trpc/checkout.createOrder";
+export const BASELINE = "/api/bench/trpc/placeOrderUnprotected";
+export const REST_ORDERS = "/api/v1/orders";
+export const FLOOR_ORDERS = "/orders";
 
+/** How one order request travels: tRPC (cookie), REST (bearer token, Idempotency-Key) or the floor's bare JSON. */
+export type Transport =
+  | { kind: "trpc"; cookie: string; procedure?: string }
+  | { kind: "rest"; token: string }
+  | { kind: "floor" };
+
+const ITEMS = [{ skuId: "SKU-MUG", quantity: 1 }];
+
+/** The path, headers and body of one order request with `key`. */
+export function orderRequest(
+  transport: Transport,
+  key: string,
+): { path: string; headers: Record<string, string>; body: string } {
+  switch (transport.kind) {
+    case "trpc":
+      return {
+        path: transport.procedure ?? CREATE_ORDER,
+        headers: { "content-type": "application/json", cookie: transport.cookie },
+        body: JSON.stringify({ json: { requestId: key, items: ITEMS } }),
+      };
+    case "rest":
+      return {
+        path: REST_ORDERS,
+        headers: {
+          "content-type": "application/json",
+          authorization: `Bearer ${transport.token}`,
+          "idempotency-key": key,
+        },
+        body: JSON.stringify({ items: ITEMS }),
+      };
+    case "floor":
+      return {
+        path: FLOOR_ORDERS,
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ requestId: key, items: ITEMS }),
+      };
+  }
+}
+
+/** autocannon options: order requests to `url`, one key after another from `keys` (counted in `sent`). */
 export function orderLoad(
   url: string,
-  cookie: string,
+  transport: Transport,
   keys: string[],
   start = 0,
-  procedure = CREATE_ORDER,
+  counter: { count: number } | null = sent,
 ): autocannon.Options {
   let i = start;
+  const first = orderRequest(transport, "");
   return {
-    url: `${url}${procedure}`,
+    url: `${url}${first.path}`,
     method: "POST",
     connections: CONNECTIONS,
     duration: DURATION,
-    headers: { "content-type": "application/json", cookie },
+    headers: Object.fromEntries(Object.entries(first.headers).filter(([name]) => name !== "idempotency-key")),
     requests: [
       {
         setupRequest: (req) => {
           const key = keys[i++ % keys.length] ?? randomUUID();
-          if (procedure === CREATE_ORDER) sent.count++;
-          return {
-            ...req,
-            body: JSON.stringify({ json: { requestId: key, items: [{ skuId: "SKU-MUG", quantity: 1 }] } }),
-          };
+          if (counter) counter.count++;
+          const { headers, body } = orderRequest(transport, key);
+          return { ...req, headers, body };
         },
       },
     ],
   };
+}
+
+/** A bearer token for the REST API (a shopper of its own). */
+export async function restToken(url: string): Promise<{ token: string; userId: string }> {
+  const response = await fetch(`${url}/api/v1/tokens`, { method: "POST" });
+  if (response.status !== 201) throw new Error(`POST /api/v1/tokens answered ${response.status}`);
+  const { token } = (await response.json()) as { token: string };
+  return { token, userId: token.slice(3).split(".")[0] ?? "" };
 }

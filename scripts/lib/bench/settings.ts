@@ -11,6 +11,12 @@ export const WARMUP = Number(args.get("warmup") ?? (tiny ? 1 : 3));
 export const ROUNDS = Number(args.get("rounds") ?? (tiny ? 1 : 3));
 export const CONNECTIONS = Number(args.get("connections") ?? (tiny ? 4 : 20));
 export const STORM = Number(args.get("storm") ?? (tiny ? 50 : 500));
+export const PROFILE = (args.get("profile") ?? (tiny ? "never" : "on-miss")) as
+  | "on-miss"
+  | "always"
+  | "never";
+export const PROFILE_SECONDS = 5;
+export const KEEP_ALIVE = Number(args.get("keep-alive") ?? (tiny ? 200 : 2000));
 export const PAID = Number(args.get("orders") ?? (tiny ? 5 : 100));
 export const SECRET = "whsec_bench_secret_0123456789abcdefghij";
 /** The bench passes its own secrets (the app has no defaults; production mode requires them). */
@@ -18,6 +24,8 @@ export const BENCH_SESSION_SECRET = "bench-session-secret-0123456789abcdefghij";
 export const BENCH_ADMIN_TOKEN = "bench-admin-token-0123456789abcdefghijklm";
 
 export interface Row {
+  /** Stable name the ratios find it by. */
+  id: string;
   scenario: string;
   requestsPerSec: number;
   /** CPU per request of the app process(es) (for the floor: this process) and of PostgreSQL. */

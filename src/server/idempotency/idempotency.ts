@@ -5,16 +5,21 @@ import { DomainError, type DomainErrorCode, isDomainError, unavailableIfTransien
 import { pipelined } from "~/shared/postgres-driver";
 import type { IdempotencyEvent, IdempotencyOutcome } from "./events";
 import { fingerprint as fingerprintOf } from "./fingerprint";
+import { cacheKeyOf, type ReplayCache } from "./replay-cache";
 
 /**
  * The idempotency core. Every operation that must happen once per key goes
  * through `runIdempotent`; the contract is written down in docs/idempotency.md.
  *
- *   acquire  - claim the key (INSERT … ON CONFLICT DO NOTHING), or find the
- *              stored outcome, or wait for the holder, or take over an expired lease
- *   execute  - business writes and the stored outcome commit in one transaction,
- *              fenced by the lease version
- *   release  - a transient failure deletes the claim so the key can run again
+ * Two ways to hold a key:
+ *   one transaction - an operation whose effects are all in this database claims the key inside the
+ *              business transaction (a plain INSERT: the unique index makes a duplicate wait for the
+ *              holder's COMMIT or ROLLBACK), runs its writes and stores the outcome, and commits once
+ *   two phases - an operation with outside work (`prepare`) claims the key in a transaction of its own,
+ *              with a lease that a duplicate may take over once it runs out, and then executes and
+ *              stores the outcome in a second transaction fenced by the lease version
+ * Either way a duplicate finds the stored outcome and replays it, and each instance keeps the outcomes
+ * it saw in a replay cache (./replay-cache.ts) that answers replays without the database.
  */
 
 export interface IdempotencyConfig {
@@ -26,6 +31,8 @@ export interface IdempotencyConfig {
   waitMs: number;
   /** Told the outcome of every call (logs, metrics). */
   observe?: (event: IdempotencyEvent) => void;
+  /** This instance's replay cache (absent: every replay reads the database). */
+  cache?: ReplayCache;
 }
 
 export const DEFAULT_IDEMPOTENCY_CONFIG: IdempotencyConfig = {
@@ -79,6 +86,10 @@ export interface Lease {
   recordId: number;
   leaseVersion: number;
   expiresAt: Date;
+  /** How long the key still lives, as the database computed it (the replay cache's clock). */
+  remainingMs: number;
+  /** performance.now() before that statement was sent. */
+  askedAt: number;
 }
 
 interface StoredOutcome {
@@ -86,6 +97,9 @@ interface StoredOutcome {
   responseBody: unknown;
   bizId: string | null;
   expiresAt: Date;
+  /** As on Lease: when a cache may stop trusting it. */
+  remainingMs: number;
+  askedAt: number;
 }
 
 export type Acquired = { kind: "owner"; lease: Lease } | { kind: "stored"; outcome: StoredOutcome };
@@ -109,12 +123,21 @@ interface RecordRow {
   biz_id: string | null;
   lease_version: number;
   expires_at: string | Date;
+  remaining_ms: number;
   lease_live: boolean;
   expired: boolean;
+  /** performance.now() before the read was sent (set here, not by the database). */
+  askedAt?: number;
 }
 
-type LeaseRow = { record_id: string | number; lease_version: number; expires_at: string | Date };
+type LeaseRow = {
+  record_id: string | number;
+  lease_version: number;
+  expires_at: string | Date;
+  remaining_ms: number;
+};
 
+/** The two-phase claim: committed on its own; a key already there is no error, just no row. */
 function claimStatement(
   sql: postgres.Sql,
   ref: KeyRef,
@@ -128,15 +151,43 @@ function claimStatement(
             now() + ${config.leaseMs} * interval '1 millisecond',
             now() + ${config.ttlMs} * interval '1 millisecond')
     ON CONFLICT (user_id, biz_type, idempotency_key) DO NOTHING
-    RETURNING id AS record_id, lease_version, expires_at`;
+    RETURNING id AS record_id, lease_version, expires_at, greatest(0, extract(epoch FROM expires_at - now()) * 1000)::float8 AS remaining_ms`;
+}
+
+/**
+ * The one-transaction claim: a plain INSERT. A key that is there already is an error (unique_violation),
+ * which aborts the transaction, so the business statements sent behind it do nothing; a key another
+ * transaction is inserting right now makes this one wait for that transaction's end (bounded by
+ * lock_timeout), then either fail (it committed) or succeed (it rolled back).
+ */
+function claimInTransactionStatement(
+  sql: postgres.Sql,
+  ref: KeyRef,
+  requestFingerprint: string,
+  config: IdempotencyConfig,
+) {
+  return sql<{ record_id: string | number; expires_at: string | Date }[]>`
+    INSERT INTO idempotency_record
+           (user_id, biz_type, idempotency_key, fingerprint, status, locked_until, expires_at)
+    VALUES (${ref.scope}, ${ref.bizType}, ${ref.key}, ${requestFingerprint}, 'PROCESSING',
+            now() + ${config.leaseMs} * interval '1 millisecond',
+            now() + ${config.ttlMs} * interval '1 millisecond')
+    RETURNING id AS record_id, expires_at`;
 }
 
 function recordStatement(sql: postgres.Sql, ref: KeyRef) {
   return sql<RecordRow[]>`
-    SELECT id, fingerprint, status, response_body, biz_id, lease_version, expires_at,
+    SELECT id, fingerprint, status, response_body, biz_id, lease_version, expires_at, greatest(0, extract(epoch FROM expires_at - now()) * 1000)::float8 AS remaining_ms,
            coalesce(locked_until > now(), false) AS lease_live, expires_at <= now() AS expired
       FROM idempotency_record
      WHERE user_id = ${ref.scope} AND biz_type = ${ref.bizType} AND idempotency_key = ${ref.key}`;
+}
+
+/** Reads the record, noting when it was asked (for the replay cache's clock). */
+async function readRecord(sql: postgres.Sql, ref: KeyRef): Promise<RecordRow | undefined> {
+  const askedAt = performance.now();
+  const [row] = await guard(() => recordStatement(sql, ref));
+  return row ? { ...row, askedAt } : undefined;
 }
 
 export async function runIdempotent<T>(
@@ -155,15 +206,78 @@ export async function runIdempotent<T>(
     });
   try {
     const requestFingerprint = fingerprintOf(op.bizType, op.request);
-    const result = op.prepare
-      ? await prepareThenExecute(db, op, op.prepare, requestFingerprint, config)
-      : await claimAndExecute(db, op, requestFingerprint, config);
+    const result = config.cache
+      ? await runCached(db, op, requestFingerprint, config, config.cache)
+      : await runUncached(db, op, requestFingerprint, config);
     emit(result.replayed ? "replayed" : "first");
     return result;
   } catch (error) {
     emit(outcomeOfFailure(error, op.storedErrors));
     throw error;
   }
+}
+
+function runUncached<T>(
+  db: Db,
+  op: IdempotentOperation<T>,
+  requestFingerprint: string,
+  config: IdempotencyConfig,
+  remember: Remember = () => {},
+): Promise<IdempotentResult<T>> {
+  const call: Call<T> = { db, op, requestFingerprint, config, remember };
+  return op.prepare ? prepareThenExecute(call, op.prepare) : inOneTransaction(call);
+}
+
+/**
+ * With a replay cache: an outcome this instance knows is answered from memory; a key already running
+ * here is waited for (no connection taken) and then looked up again; otherwise the request runs and
+ * what it learns (its own outcome, or the one it replayed) is kept.
+ */
+async function runCached<T>(
+  db: Db,
+  op: IdempotentOperation<T>,
+  requestFingerprint: string,
+  config: IdempotencyConfig,
+  cache: ReplayCache,
+): Promise<IdempotentResult<T>> {
+  const key = cacheKeyOf(op.scope, op.bizType, op.key);
+  const remember: Remember = (outcome) => {
+    const text = JSON.stringify(outcome.responseBody);
+    cache.put(
+      key,
+      {
+        fingerprint: requestFingerprint,
+        status: outcome.status,
+        // What a database replay returns: the stored text parsed (no Dates, no undefined members).
+        responseBody: text === undefined ? null : JSON.parse(text),
+        bizId: outcome.bizId,
+        expiresAt: outcome.expiresAt,
+      },
+      outcome.askedAt,
+      outcome.remainingMs,
+      text?.length ?? 4,
+    );
+  };
+  for (;;) {
+    const hit = cache.get(key);
+    if (hit) {
+      if (hit.fingerprint !== requestFingerprint) throw keyReused();
+      return replay<T>(hit);
+    }
+    const flight = await cache.once(key, () => runUncached(db, op, requestFingerprint, config, remember));
+    if (flight.ran) return flight.value;
+  }
+}
+
+/** Tells the replay cache an outcome that is now final under the key. */
+type Remember = (outcome: StoredOutcome) => void;
+
+interface Call<T> {
+  db: Db;
+  op: IdempotentOperation<T>;
+  requestFingerprint: string;
+  config: IdempotencyConfig;
+  remember: Remember;
 }
 
 function outcomeOfFailure(error: unknown, storedErrors: readonly DomainErrorCode[]): IdempotencyOutcome {
@@ -182,69 +296,163 @@ function outcomeOfFailure(error: unknown, storedErrors: readonly DomainErrorCode
   }
 }
 
+/** PostgreSQL's unique_violation: the one-transaction claim found the key taken. */
+const UNIQUE_VIOLATION = "23505";
+/** lock_not_available: the holder of the key outlasted the wait. */
+const LOCK_NOT_AVAILABLE = "55P03";
+
 /**
- * The common case in as few round trips as the rules allow: the claim (committed
- * on its own) and the BEGIN of the business transaction travel together, so a
- * first request is already in its transaction when it learns it owns the key;
- * a replay reads the record and closes the empty transaction together.
+ * An operation whose effects are all in this database, in one transaction and as few round trips as
+ * the rules allow:
+ *
+ *   1  BEGIN, lock_timeout for the claim, the claim (a plain INSERT), lock_timeout back, and the
+ *      business transaction's first statement, all sent together
+ *   …  the rest of the business statements
+ *   n  the outcome (an UPDATE of the row the claim inserted) and COMMIT, sent together
+ *
+ * A duplicate's claim waits on the unique index until this transaction ends, then fails (the key is
+ * taken: its transaction is aborted, so the business statements behind the claim did nothing) and it
+ * reads the stored outcome; a claim that outlasts the wait is REQUEST_IN_PROGRESS. A holder that
+ * crashes, or loses its connection, simply aborts: no claim is left behind, no lease needed. A holder
+ * that hangs inside its transaction is ended by the pool's idle_in_transaction_session_timeout.
  */
-async function claimAndExecute<T>(
-  db: Db,
-  op: IdempotentOperation<T>,
-  requestFingerprint: string,
-  config: IdempotencyConfig,
-): Promise<IdempotentResult<T>> {
-  const conn = await guard(() => holdConnection(db));
-  let existing: RecordRow | undefined;
-  let attempt: Attempt<T> | undefined;
-  let lease: Lease | undefined;
-  try {
-    const [claimed, began] = await Promise.allSettled([
-      claimStatement(conn.sql, op, requestFingerprint, config).execute(),
-      conn.sql`BEGIN`.execute(),
-    ]);
-    if (claimed.status === "rejected") throw claimed.reason;
-    lease = toLease(claimed.value[0]);
-    if (began.status === "rejected") throw began.reason;
-    if (lease) attempt = await executeInTransaction(conn, lease, op, { begun: true });
-    else [[existing]] = await pipelined([recordStatement(conn.sql, op), conn.sql`ROLLBACK`]);
-  } catch (error) {
-    attempt = { failed: error };
-  } finally {
-    await conn.close();
-  }
-  if (attempt && "failed" in attempt) {
-    if (lease) return failUnderLease(db, lease, op, attempt.failed);
-    throw unavailableIfTransient(attempt.failed);
-  }
-  if (attempt) return attempt;
+async function inOneTransaction<T>(call: Call<T>): Promise<IdempotentResult<T>> {
+  const { db, op, config, requestFingerprint } = call;
   const deadline = Date.now() + config.waitMs;
-  const found = await settle(db, existing, requestFingerprint, config, deadline);
-  if (found !== "again") {
-    return found.kind === "stored" ? replay<T>(found.outcome) : executeUnderLease(db, found.lease, op);
+  for (;;) {
+    const conn = await guard(() => holdConnection(db));
+    const askedAt = performance.now();
+    let ended = false;
+    let attempt: Attempt;
+    let taken = false;
+    try {
+      const waitMs = Math.max(1, deadline - Date.now());
+      const [, , claimed, , executed] = await Promise.allSettled([
+        conn.sql`BEGIN`.execute(),
+        conn.sql`SELECT set_config('lock_timeout', ${`${waitMs}ms`}, true)`.execute(),
+        claimInTransactionStatement(conn.sql, op, requestFingerprint, config).execute(),
+        conn.sql`SET LOCAL lock_timeout TO DEFAULT`.execute(),
+        op.execute(conn.tx),
+      ]);
+      if (claimed.status === "rejected") {
+        const code = (claimed.reason as { code?: string }).code;
+        if (code === UNIQUE_VIOLATION) taken = true;
+        else if (code === LOCK_NOT_AVAILABLE) throw inProgress(undefined);
+        else throw claimed.reason;
+      } else if (executed.status === "rejected") {
+        throw executed.reason;
+      }
+      if (taken) {
+        // The transaction is aborted: end it and read what the holder stored, together.
+        const [, [existing]] = await pipelined([conn.sql`ROLLBACK`.execute(), recordStatement(conn.sql, op)]);
+        ended = true;
+        attempt = { existing: existing ? { ...existing, askedAt } : undefined };
+      } else {
+        const [row] = claimed.status === "fulfilled" ? claimed.value : [];
+        const { result, bizId = null } = (executed as PromiseFulfilledResult<ExecuteResult<T>>).value;
+        const body = JSON.stringify(result ?? null);
+        await pipelined([
+          conn.sql`UPDATE idempotency_record
+                      SET status = 'SUCCESS', response_body = ${body}::json, biz_id = ${bizId}, locked_until = NULL
+                    WHERE id = ${row?.record_id ?? 0}`.execute(),
+          conn.sql`COMMIT`.execute(),
+        ]);
+        ended = true;
+        const expiresAt = new Date(row?.expires_at ?? 0);
+        call.remember({
+          status: "SUCCESS",
+          responseBody: result ?? null,
+          bizId,
+          expiresAt,
+          remainingMs: config.ttlMs,
+          askedAt,
+        });
+        return { result, bizId, replayed: false, keyExpiresAt: expiresAt };
+      }
+    } catch (error) {
+      attempt = { failed: error };
+    } finally {
+      await conn.close({ ended });
+    }
+    if ("failed" in attempt) return storeOrRelease(call, attempt.failed);
+    const found = await settle(db, attempt.existing, requestFingerprint, config, deadline);
+    if (found === "again") {
+      // Released, or a two-phase holder still at work: give it a moment, then claim again.
+      if (attempt.existing?.status === "PROCESSING") await sleep(10);
+      continue;
+    }
+    if (found.kind === "stored") {
+      call.remember(found.outcome);
+      return replay<T>(found.outcome);
+    }
+    return executeUnderLease(db, found.lease, op, call.remember);
   }
-  // Someone holds the key: give them a moment before looking again.
-  if (existing?.status === "PROCESSING") await sleep(10);
-  const acquired = await acquire(db, op, requestFingerprint, config, deadline);
-  return acquired.kind === "stored" ? replay<T>(acquired.outcome) : executeUnderLease(db, acquired.lease, op);
 }
 
-/** The key first, then the outside work with no connection held, then the business transaction. */
+/**
+ * After a one-transaction attempt failed (and rolled back: nothing of it is left): a declared refusal is
+ * stored as the key's FAILED outcome, unless a duplicate got its own outcome in first (then that one is
+ * the answer, for everyone); any other failure leaves the key free, as if the request never came.
+ */
+async function storeOrRelease<T>(call: Call<T>, error: unknown): Promise<IdempotentResult<T>> {
+  const { db, op, config, requestFingerprint } = call;
+  if (!(isDomainError(error) && op.storedErrors.includes(error.code))) throw unavailableIfTransient(error);
+  const body: StoredError = { code: error.code, message: error.message, meta: error.details.meta };
+  const askedAt = performance.now();
+  const [stored] = await guard(
+    () => db.$client<LeaseRow[]>`
+      INSERT INTO idempotency_record
+             (user_id, biz_type, idempotency_key, fingerprint, status, response_body, expires_at)
+      VALUES (${op.scope}, ${op.bizType}, ${op.key}, ${requestFingerprint}, 'FAILED', ${JSON.stringify(body)}::json,
+              now() + ${config.ttlMs} * interval '1 millisecond')
+      ON CONFLICT (user_id, biz_type, idempotency_key) DO NOTHING
+      RETURNING id AS record_id, lease_version, expires_at,
+                greatest(0, extract(epoch FROM expires_at - now()) * 1000)::float8 AS remaining_ms`,
+  );
+  if (stored) {
+    const expiresAt = new Date(stored.expires_at);
+    call.remember({
+      status: "FAILED",
+      responseBody: body,
+      bizId: null,
+      expiresAt,
+      remainingMs: stored.remaining_ms,
+      askedAt,
+    });
+    error.details.keyExpiresAt = expiresAt;
+    throw error;
+  }
+  // Someone else's outcome is the key's now: answer it, as any duplicate would.
+  const existing = await readRecord(db.$client, op);
+  const found = await settle(db, existing, requestFingerprint, config, Date.now() + config.waitMs);
+  if (found === "again" || found.kind === "owner") {
+    if (found !== "again") await release(db.$client, found.lease);
+    throw error;
+  }
+  call.remember(found.outcome);
+  return replay<T>(found.outcome);
+}
+
+/**
+ * Two phases: the key first (committed on its own, with a lease), then the outside work with no
+ * connection held, then the business transaction fenced by the lease.
+ */
 async function prepareThenExecute<T>(
-  db: Db,
-  op: IdempotentOperation<T>,
+  call: Call<T>,
   prepare: () => Promise<void>,
-  requestFingerprint: string,
-  config: IdempotencyConfig,
 ): Promise<IdempotentResult<T>> {
+  const { db, op, requestFingerprint, config, remember } = call;
   const acquired = await acquire(db, op, requestFingerprint, config);
-  if (acquired.kind === "stored") return replay<T>(acquired.outcome);
+  if (acquired.kind === "stored") {
+    remember(acquired.outcome);
+    return replay<T>(acquired.outcome);
+  }
   try {
     await prepare();
   } catch (error) {
-    return failUnderLease(db, acquired.lease, op, error);
+    return failUnderLease(db, acquired.lease, op, error, remember);
   }
-  return executeUnderLease(db, acquired.lease, op);
+  return executeUnderLease(db, acquired.lease, op, remember);
 }
 
 /**
@@ -263,9 +471,11 @@ export async function acquire(
   const sql = db.$client;
   let pause = 10;
   for (;;) {
-    const lease = toLease((await guard(() => claimStatement(sql, ref, requestFingerprint, config)))[0]);
+    const askedAt = performance.now();
+    const claimed = await guard(() => claimStatement(sql, ref, requestFingerprint, config));
+    const lease = toLease(claimed[0], askedAt);
     if (lease) return { kind: "owner", lease };
-    const [existing] = await guard(() => recordStatement(sql, ref));
+    const existing = await readRecord(sql, ref);
     const found = await settle(db, existing, requestFingerprint, config, deadline);
     if (found !== "again") return found;
     if (existing?.status === "PROCESSING") {
@@ -293,12 +503,7 @@ async function settle(
     const renewed = await renewExpired(db, recordId, existing.lease_version, requestFingerprint, config);
     return renewed ? { kind: "owner", lease: renewed } : "again";
   }
-  if (existing.fingerprint !== requestFingerprint) {
-    throw new DomainError(
-      "IDEMPOTENCY_KEY_REUSED",
-      "This idempotency key was already used with a different request. Use a new key for a new request.",
-    );
-  }
+  if (existing.fingerprint !== requestFingerprint) throw keyReused();
   const expiresAt = new Date(existing.expires_at);
   if (existing.status !== "PROCESSING") {
     return {
@@ -308,6 +513,8 @@ async function settle(
         responseBody: existing.response_body,
         bizId: existing.biz_id,
         expiresAt,
+        remainingMs: existing.remaining_ms,
+        askedAt: existing.askedAt ?? 0,
       },
     };
   }
@@ -315,14 +522,23 @@ async function settle(
     const taken = await takeOver(db, recordId, existing.lease_version, config);
     return taken ? { kind: "owner", lease: taken } : "again";
   }
-  if (deadline - Date.now() <= 0) {
-    throw new DomainError(
-      "REQUEST_IN_PROGRESS",
-      "A request with this idempotency key is still being processed; retry with the same key.",
-      { retryable: true, retryAfterMs: 1000, keyExpiresAt: expiresAt },
-    );
-  }
+  if (deadline - Date.now() <= 0) throw inProgress(expiresAt);
   return "again";
+}
+
+function keyReused(): DomainError {
+  return new DomainError(
+    "IDEMPOTENCY_KEY_REUSED",
+    "This idempotency key was already used with a different request. Use a new key for a new request.",
+  );
+}
+
+function inProgress(keyExpiresAt: Date | undefined): DomainError {
+  return new DomainError(
+    "REQUEST_IN_PROGRESS",
+    "A request with this idempotency key is still being processed; retry with the same key.",
+    { retryable: true, retryAfterMs: 1000, ...(keyExpiresAt ? { keyExpiresAt } : {}) },
+  );
 }
 
 /** Runs the business writes under a lease obtained earlier (a takeover, a renewal, a test). */
@@ -330,15 +546,29 @@ export async function executeUnderLease<T>(
   db: Db,
   lease: Lease,
   op: IdempotentOperation<T>,
+  remember: Remember = () => {},
 ): Promise<IdempotentResult<T>> {
   const conn = await guard(() => holdConnection(db));
-  const attempt = await executeInTransaction(conn, lease, op, { begun: false });
-  await conn.close();
-  return "failed" in attempt ? failUnderLease(db, lease, op, attempt.failed) : attempt;
+  const attempt = await executeInTransaction(conn, lease, op);
+  await conn.close({ ended: !("failed" in attempt) });
+  if ("failed" in attempt) return failUnderLease(db, lease, op, attempt.failed, remember);
+  remember({
+    status: "SUCCESS",
+    responseBody: attempt.result ?? null,
+    bizId: attempt.bizId,
+    expiresAt: lease.expiresAt,
+    remainingMs: lease.remainingMs,
+    askedAt: lease.askedAt,
+  });
+  return attempt;
 }
 
-/** A first execution's result, or what made it fail (the transaction is over either way). */
-type Attempt<T> = IdempotentResult<T> | { failed: unknown };
+/**
+ * A one-transaction attempt: the record another request stored (the key was taken), or what made it
+ * fail (rolled back either way). A two-phase attempt: its result, or what made it fail.
+ */
+type Attempt = { existing: RecordRow | undefined } | { failed: unknown };
+type LeasedAttempt<T> = IdempotentResult<T> | { failed: unknown };
 
 /**
  * Runs the business writes and stores the outcome in one transaction. Storing
@@ -353,16 +583,12 @@ async function executeInTransaction<T>(
   conn: HeldConnection<Tx>,
   lease: Lease,
   op: IdempotentOperation<T>,
-  { begun }: { begun: boolean },
-): Promise<Attempt<T>> {
+): Promise<LeasedAttempt<T>> {
   const { sql } = conn;
   let outcome: ExecuteResult<T>;
   try {
-    // When BEGIN has not gone out with the claim, it goes out with the business transaction's first statement.
-    const [began, executed] = await Promise.allSettled([
-      begun ? undefined : sql`BEGIN`.execute(),
-      op.execute(conn.tx),
-    ]);
+    // BEGIN goes out with the business transaction's first statement.
+    const [began, executed] = await Promise.allSettled([sql`BEGIN`.execute(), op.execute(conn.tx)]);
     if (began.status === "rejected") throw began.reason;
     if (executed.status === "rejected") throw executed.reason;
     outcome = executed.value;
@@ -373,7 +599,7 @@ async function executeInTransaction<T>(
   try {
     await pipelined([
       sql`SELECT idempotency_store_outcome(${lease.recordId}, ${lease.leaseVersion}, 'SUCCESS',
-                                           ${JSON.stringify(result ?? null)}::jsonb, ${bizId})`,
+                                           ${JSON.stringify(result ?? null)}::json, ${bizId})`,
       sql`COMMIT`,
     ]);
   } catch (error) {
@@ -396,11 +622,22 @@ async function failUnderLease<T>(
   lease: Lease,
   op: IdempotentOperation<T>,
   error: unknown,
+  remember: Remember = () => {},
 ): Promise<never> {
   if (isDomainError(error, "IDEMPOTENCY_LEASE_LOST")) throw error;
   const sql = db.$client;
   if (isDomainError(error) && op.storedErrors.includes(error.code)) {
-    await storeFailure(sql, lease, error);
+    const body = await storeFailure(sql, lease, error);
+    if (body) {
+      remember({
+        status: "FAILED",
+        responseBody: body,
+        bizId: null,
+        expiresAt: lease.expiresAt,
+        remainingMs: lease.remainingMs,
+        askedAt: lease.askedAt,
+      });
+    }
     error.details.keyExpiresAt = lease.expiresAt;
     throw error;
   }
@@ -408,7 +645,9 @@ async function failUnderLease<T>(
   throw unavailableIfTransient(error);
 }
 
-function replay<T>(outcome: StoredOutcome): IdempotentResult<T> {
+function replay<T>(
+  outcome: Pick<StoredOutcome, "status" | "responseBody" | "bizId" | "expiresAt">,
+): IdempotentResult<T> {
   if (outcome.status === "SUCCESS") {
     return {
       result: outcome.responseBody as T,
@@ -433,16 +672,18 @@ function leaseLost(): DomainError {
   );
 }
 
-async function storeFailure(sql: Conn, lease: Lease, error: DomainError): Promise<void> {
+/** The stored body, or undefined when another request took the key over (it stores its own outcome). */
+async function storeFailure(sql: Conn, lease: Lease, error: DomainError): Promise<StoredError | undefined> {
   const body: StoredError = { code: error.code, message: error.message, meta: error.details.meta };
-  // Zero rows: another request took the key over and will store its own outcome.
-  await guard(
+  const rows = await guard(
     () => sql`
       UPDATE idempotency_record
-         SET status = 'FAILED', response_body = ${JSON.stringify(body)}::jsonb, locked_until = NULL,
+         SET status = 'FAILED', response_body = ${JSON.stringify(body)}::json, locked_until = NULL,
              updated_at = now()
-       WHERE id = ${lease.recordId} AND lease_version = ${lease.leaseVersion} AND status = 'PROCESSING'`,
+       WHERE id = ${lease.recordId} AND lease_version = ${lease.leaseVersion} AND status = 'PROCESSING'
+      RETURNING id`,
   );
+  return rows.length > 0 ? body : undefined;
 }
 
 /** Best effort: if the database is gone, the lease runs out and the key is taken over instead. */
@@ -463,6 +704,7 @@ async function takeOver(
   config: IdempotencyConfig,
 ): Promise<Lease | undefined> {
   // SKIP LOCKED: a holder still inside its transaction keeps the row locked; we wait by polling instead.
+  const askedAt = performance.now();
   const rows = await guard(() =>
     db.execute<LeaseRow>(sql`
       UPDATE idempotency_record
@@ -471,9 +713,10 @@ async function takeOver(
                     WHERE id = ${recordId} AND status = 'PROCESSING' AND lease_version = ${seenVersion}
                       AND locked_until <= now()
                     FOR UPDATE SKIP LOCKED)
-      RETURNING id AS record_id, lease_version, expires_at`),
+      RETURNING id AS record_id, lease_version, expires_at,
+                greatest(0, extract(epoch FROM expires_at - now()) * 1000)::float8 AS remaining_ms`),
   );
-  return toLease(rows[0]);
+  return toLease(rows[0], askedAt);
 }
 
 async function renewExpired(
@@ -483,6 +726,7 @@ async function renewExpired(
   requestFingerprint: string,
   config: IdempotencyConfig,
 ): Promise<Lease | undefined> {
+  const askedAt = performance.now();
   const rows = await guard(() =>
     db.execute<LeaseRow>(sql`
       UPDATE idempotency_record
@@ -492,17 +736,20 @@ async function renewExpired(
        WHERE id = (SELECT id FROM idempotency_record
                     WHERE id = ${recordId} AND lease_version = ${seenVersion} AND expires_at <= now()
                     FOR UPDATE SKIP LOCKED)
-      RETURNING id AS record_id, lease_version, expires_at`),
+      RETURNING id AS record_id, lease_version, expires_at,
+                greatest(0, extract(epoch FROM expires_at - now()) * 1000)::float8 AS remaining_ms`),
   );
-  return toLease(rows[0]);
+  return toLease(rows[0], askedAt);
 }
 
-function toLease(row: LeaseRow | undefined): Lease | undefined {
+function toLease(row: LeaseRow | undefined, askedAt: number): Lease | undefined {
   return row
     ? {
         recordId: Number(row.record_id),
         leaseVersion: row.lease_version,
         expiresAt: new Date(row.expires_at),
+        remainingMs: Number(row.remaining_ms),
+        askedAt,
       }
     : undefined;
 }

@@ -26,3 +26,4 @@ export {
   type RestBinding,
   runOperation,
 } from "./operation";
+export { DEFAULT_REPLAY_CACHE_OPTIONS, ReplayCache, type ReplayCacheOptions } from "./replay-cache";

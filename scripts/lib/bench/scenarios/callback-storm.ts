@@ -9,7 +9,7 @@ import { log, PAID, SECRET } from "../settings";
 /** 5: paid orders × 10 concurrent signed notifications: one transition and one event each. */
 export async function callbackStorm(bench: Bench) {
   const { db, app, userId, count, meter, rows } = bench;
-  log(`5. callback storm: ${PAID} orders × 10 concurrent signed notifications`);
+  log(`8. callback storm: ${PAID} orders × 10 concurrent signed notifications`);
   const payments: Awaited<ReturnType<typeof createPayment>>[] = [];
   for (let i = 0; i < PAID; i++) {
     const order = await createOrder(db, userId, {
@@ -74,7 +74,8 @@ export async function callbackStorm(bench: Bench) {
   );
   const events = await count(`SELECT count(*)::int AS n FROM outbox_event WHERE event_type = 'OrderPaid'`);
   rows.push({
-    scenario: `5 callback storm (${PAID}×10)`,
+    id: "callback-storm",
+    scenario: `8 callback storm (${PAID}×10)`,
     requestsPerSec: Math.round((PAID * 10) / cbSeconds),
     ...callbackCpu.perRequest(),
     p50Ms: Math.round(cbLatencies[Math.floor(cbLatencies.length * 0.5)] ?? 0),

@@ -8,7 +8,7 @@ import { CONNECTIONS, DURATION, log } from "../settings";
 /** 7: the same idempotent transaction straight through postgres.js, no HTTP. */
 export async function databaseFloor(bench: Bench) {
   const { db, count, rows } = bench;
-  log("7. database floor: the same idempotent transaction straight through postgres.js");
+  log("10. the same idempotent transaction straight through postgres.js, no HTTP");
   const floorEnd = Date.now() + DURATION * 1000;
   let floorDone = 0;
   const floorLatencies: number[] = [];
@@ -42,7 +42,8 @@ export async function databaseFloor(bench: Bench) {
   floorLatencies.sort((x, y) => x - y);
   const floorOrders = await count(`SELECT count(*)::int AS n FROM orders WHERE user_id = '${floorUser}'`);
   rows.push({
-    scenario: "7 database floor (no HTTP)",
+    id: "no-http",
+    scenario: "10 the idempotent transaction without HTTP",
     requestsPerSec: Math.round(floorDone / DURATION),
     ...floorCpu.perRequest(),
     p50Ms: Math.round(floorLatencies[Math.floor(floorLatencies.length * 0.5)] ?? 0),

@@ -6,7 +6,7 @@ import { log, STORM } from "../settings";
 /** 4: many concurrent copies of one key: one order, one answer, no 409. */
 export async function duplicateStorm(bench: Bench) {
   const { app, cookie, count, meter, rows } = bench;
-  log(`4. duplicate storm: ${STORM} concurrent copies of one key`);
+  log(`7. duplicate storm: ${STORM} concurrent copies of one key`);
   const stormKey = randomUUID();
   const started = Date.now();
   const latencies: number[] = [];
@@ -36,7 +36,8 @@ export async function duplicateStorm(bench: Bench) {
   const stormOrders = await count(`SELECT count(*)::int AS n FROM orders WHERE request_id = '${stormKey}'`);
   const conflicts = answers.filter((a) => a.status === 409).length;
   rows.push({
-    scenario: `4 duplicate storm (${STORM})`,
+    id: "storm",
+    scenario: `7 duplicate storm (${STORM})`,
     requestsPerSec: Math.round(STORM / stormSeconds),
     ...stormCpu.perRequest(),
     p50Ms: Math.round(latencies[Math.floor(latencies.length * 0.5)] ?? 0),

@@ -1,78 +1,210 @@
 import { randomUUID } from "node:crypto";
 import type autocannon from "autocannon";
+import { CpuMeter, processCpuMs } from "../../cpu";
 import type { Bench } from "../bench";
-import { CREATE_ORDER, combine, orderLoad, run, sent, sessionCookie } from "../load";
+import { startFloor } from "../floor";
+import {
+  BASELINE,
+  combine,
+  orderLoad,
+  orderRequest,
+  restToken,
+  run,
+  sessionCookie,
+  type Transport,
+} from "../load";
 import { DURATION, log, ROUNDS, WARMUP } from "../settings";
 
-/** 1 baseline, 2 first execution (interleaved rounds after a warm-up), 3 replay of the same keys. */
+interface Path {
+  id: string;
+  scenario: string;
+  baseUrl: string;
+  transport: Transport;
+  /** Whose orders it makes (null: not counted, the unprotected baseline). */
+  userId: string | null;
+  cpu: CpuMeter;
+  runs: autocannon.Result[];
+  sent: { count: number };
+}
+
+/**
+ * The order paths, each measured against the floor in the same rounds:
+ *   floor    a bare node:http server, the same transaction, nothing else (every ratio is divided by it)
+ *   baseline the tRPC stack without the idempotency record
+ *   first    first executions over tRPC and over REST, each with its whole stack
+ *   replay   the same keys again, over each transport: no write, the first answer byte for byte
+ */
 export async function orderPaths(bench: Bench) {
-  const { db, app, cookie, userId, settled, meter, add, total } = bench;
-  // JIT, statement caches and pool connections warm up on a shopper of its own, for both paths alike.
+  const { db, app, cookie, userId, settled, meter, add, total, url } = bench;
+  const floor = await startFloor(url);
+  bench.cleanups.unshift(() => floor.stop());
+  const rest = await restToken(app.baseUrl);
+  const floorCpu = new CpuMeter(() => processCpuMs(floor.child.pid));
+  const path = (
+    id: string,
+    scenario: string,
+    baseUrl: string,
+    transport: Transport,
+    who: string | null,
+    cpu = meter(),
+  ): Path => ({
+    id,
+    scenario,
+    baseUrl,
+    transport,
+    userId: who,
+    cpu,
+    runs: [],
+    sent: { count: 0 },
+  });
+  const baselineCookie = await sessionCookie(app.baseUrl);
+  const paths = [
+    path(
+      "floor",
+      "1 floor: bare node:http + postgres.js, same transaction",
+      floor.baseUrl,
+      { kind: "floor" },
+      floor.userId,
+      floorCpu,
+    ),
+    path(
+      "baseline",
+      "2 tRPC stack, no idempotency record",
+      app.baseUrl,
+      { kind: "trpc", cookie: baselineCookie, procedure: BASELINE },
+      null,
+    ),
+    path(
+      "first-trpc",
+      "3 first execution, tRPC checkout.createOrder",
+      app.baseUrl,
+      { kind: "trpc", cookie },
+      userId,
+    ),
+    path(
+      "first-rest",
+      "4 first execution, REST POST /api/v1/orders",
+      app.baseUrl,
+      { kind: "rest", token: rest.token },
+      rest.userId,
+    ),
+  ];
+
+  // JIT, statement caches and pool connections warm up on shoppers of their own, for every path alike.
   log(`warm-up: ${WARMUP}s on each path`);
   const warmCookie = await sessionCookie(app.baseUrl);
-  for (const procedure of ["/api/bench/trpc/placeOrderUnprotected", CREATE_ORDER]) {
+  const warmToken = (await restToken(app.baseUrl)).token;
+  for (const p of paths) {
+    const transport: Transport =
+      p.transport.kind === "trpc"
+        ? { ...p.transport, cookie: warmCookie }
+        : p.transport.kind === "rest"
+          ? { kind: "rest", token: warmToken }
+          : p.transport;
     const warmKeys = Array.from({ length: 50_000 }, () => randomUUID());
-    await run({ ...orderLoad(app.baseUrl, warmCookie, warmKeys, 0, procedure), duration: WARMUP });
+    await run({ ...orderLoad(p.baseUrl, transport, warmKeys, 0, null), duration: WARMUP });
   }
 
-  // 1 and 2 alternate in short rounds, so drift on a shared machine hits both alike.
-  log(`1 + 2. baseline and first execution, ${ROUNDS} interleaved rounds of ${DURATION / ROUNDS}s each`);
-  // The baseline has its own shopper, so its orders stay out of the counts below.
-  const baselineCookie = await sessionCookie(app.baseUrl);
-  const baselineRuns: autocannon.Result[] = [];
-  const firstRuns: autocannon.Result[] = [];
-  const baselineCpu = meter();
-  const firstCpu = meter();
-  sent.count = 0;
+  // Orders already there (the floor's warm-up shares its shopper) are not the rounds'.
+  const before = new Map<string, number>();
+  for (const p of paths) {
+    if (p.userId)
+      before.set(
+        p.id,
+        await bench.count(`SELECT count(*)::int AS n FROM orders WHERE user_id = '${p.userId}'`),
+      );
+  }
+  // The paths take turns in short rounds, so drift on a shared machine hits them alike.
+  log(
+    `1-4. floor, baseline and first executions: ${ROUNDS} interleaved rounds of ${DURATION / ROUNDS}s each`,
+  );
   for (let round = 0; round < ROUNDS; round++) {
-    const slice = { duration: DURATION / ROUNDS };
-    const baselineKeys = Array.from({ length: 100_000 }, () => randomUUID());
-    baselineRuns.push(
-      await baselineCpu.measure(
-        () =>
-          run({
-            ...orderLoad(
-              app.baseUrl,
-              baselineCookie,
-              baselineKeys,
-              0,
-              "/api/bench/trpc/placeOrderUnprotected",
-            ),
-            ...slice,
-          }),
-        total,
-      ),
-    );
-    const firstKeys = Array.from({ length: 100_000 }, () => randomUUID());
-    firstRuns.push(
-      await firstCpu.measure(() => run({ ...orderLoad(app.baseUrl, cookie, firstKeys), ...slice }), total),
+    for (const p of paths) {
+      const keys = Array.from({ length: 100_000 }, () => randomUUID());
+      p.runs.push(
+        await p.cpu.measure(
+          () => run({ ...orderLoad(p.baseUrl, p.transport, keys, 0, p.sent), duration: DURATION / ROUNDS }),
+          total,
+        ),
+      );
+    }
+  }
+  const created = new Map<string, number>();
+  for (const p of paths) {
+    const result = combine(p.runs);
+    if (p.userId === null) {
+      add(
+        p.id,
+        p.scenario,
+        result,
+        `${result.non2xx} errors`,
+        true,
+        p.cpu,
+        p === paths[0] ? floor.child : undefined,
+      );
+      continue;
+    }
+    const all = await settled(`SELECT count(*)::int AS n FROM orders WHERE user_id = '${p.userId}'`);
+    created.set(p.id, all);
+    const orders = all - (before.get(p.id) ?? 0);
+    // autocannon stops with requests in flight: they may commit without being counted, never twice.
+    add(
+      p.id,
+      p.scenario,
+      result,
+      `${orders} orders for ${result["2xx"]} answered / ${p.sent.count} sent`,
+      orders >= result["2xx"] && orders <= p.sent.count,
+      p.cpu,
+      p.id === "floor" ? floor.child : undefined,
     );
   }
-  const baseline = combine(baselineRuns);
-  add("1 baseline (no protection)", baseline, `${baseline.non2xx} errors`, true, baselineCpu);
-  const first = combine(firstRuns);
-  const created = await settled(`SELECT count(*)::int AS n FROM orders WHERE user_id = '${userId}'`);
-  // autocannon stops with requests in flight: they may commit without being counted, never twice.
-  add(
-    "2 first execution",
-    first,
-    `${created} orders for ${first["2xx"]} answered / ${sent.count} sent`,
-    created >= first["2xx"] && created <= sent.count,
-    firstCpu,
-  );
 
-  log("3. replay: the same keys again");
-  const replayKeys = (
-    await db.$client<{ request_id: string }[]>`SELECT request_id FROM orders WHERE user_id = ${userId}`
-  ).map((r) => r.request_id);
-  const replayCpu = meter();
-  const replay = await replayCpu.measure(() => run(orderLoad(app.baseUrl, cookie, replayKeys)), total);
-  const afterReplay = await settled(`SELECT count(*)::int AS n FROM orders WHERE user_id = '${userId}'`);
-  add(
-    "3 replay",
-    replay,
-    `${afterReplay - created} new orders (must be 0)`,
-    afterReplay === created,
-    replayCpu,
-  );
+  for (const [id, scenario, first] of [
+    ["replay-trpc", "5 replay, tRPC", paths[2]],
+    ["replay-rest", "6 replay, REST", paths[3]],
+  ] as const) {
+    if (!first?.userId) continue;
+    log(`${scenario}: the same keys again`);
+    const keys = (
+      await db.$client<
+        { request_id: string }[]
+      >`SELECT request_id FROM orders WHERE user_id = ${first.userId}`
+    ).map((r) => r.request_id);
+    const cpu = meter();
+    const replay = await cpu.measure(
+      () => run(orderLoad(app.baseUrl, first.transport, keys, 0, null)),
+      total,
+    );
+    const before = created.get(first.id) ?? 0;
+    const after = await settled(`SELECT count(*)::int AS n FROM orders WHERE user_id = '${first.userId}'`);
+    const same = await answersAgree(app.baseUrl, first.transport);
+    add(
+      id,
+      scenario,
+      replay,
+      `${after - before} new orders (must be 0); ${same.same}/${same.checked} replays byte for byte the first answer`,
+      after === before && same.same === same.checked,
+      cpu,
+    );
+  }
+}
+
+/** New keys, each sent twice: the second answer must be the first one's bytes (tRPC's `replayed` flag aside). */
+async function answersAgree(baseUrl: string, transport: Transport, checked = 20) {
+  let same = 0;
+  for (let i = 0; i < checked; i++) {
+    const request = orderRequest(transport, randomUUID());
+    const send = async () => {
+      const response = await fetch(`${baseUrl}${request.path}`, {
+        method: "POST",
+        headers: request.headers,
+        body: request.body,
+      });
+      return response.text();
+    };
+    const first = await send();
+    const again = await send();
+    if (again.replace('"replayed":true', '"replayed":false') === first) same++;
+  }
+  return { checked, same };
 }

@@ -7,7 +7,7 @@ import { CONNECTIONS, log } from "../settings";
 /** 6: first executions split across two app processes on one database. */
 export async function twoInstances(bench: Bench) {
   const { app, cookie, userId, count, settled, appCpu, rows, cleanups, url } = bench;
-  log("6. two instances: first executions split across two app processes");
+  log("9. two instances: first executions split across two app processes");
   const second = await startApp(url);
   cleanups.unshift(() => second.stop());
   const cookie2 = `checkout_session=${decodeURIComponent(cookie.split("=")[1] ?? "")}`;
@@ -18,9 +18,12 @@ export async function twoInstances(bench: Bench) {
   const [a, b] = await twoCpu.measure(
     () =>
       Promise.all([
-        run({ ...orderLoad(app.baseUrl, cookie, twoKeys, 0), connections: Math.max(1, CONNECTIONS / 2) }),
         run({
-          ...orderLoad(second.baseUrl, cookie2, twoKeys, 100_000),
+          ...orderLoad(app.baseUrl, { kind: "trpc", cookie }, twoKeys, 0),
+          connections: Math.max(1, CONNECTIONS / 2),
+        }),
+        run({
+          ...orderLoad(second.baseUrl, { kind: "trpc", cookie: cookie2 }, twoKeys, 100_000),
           connections: Math.max(1, CONNECTIONS / 2),
         }),
       ]),
@@ -28,7 +31,8 @@ export async function twoInstances(bench: Bench) {
   );
   const after6 = await settled(`SELECT count(*)::int AS n FROM orders WHERE user_id = '${userId}'`);
   rows.push({
-    scenario: "6 two instances",
+    id: "two-instances",
+    scenario: "9 two instances",
     requestsPerSec: Math.round(a.requests.average + b.requests.average),
     ...twoCpu.perRequest(),
     p50Ms: Math.max(a.latency.p50, b.latency.p50),

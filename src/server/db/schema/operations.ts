@@ -1,4 +1,4 @@
-import { index, integer, jsonb, pgTable, text, timestamp, uniqueIndex } from "drizzle-orm/pg-core";
+import { index, integer, json, pgTable, text, timestamp, uniqueIndex } from "drizzle-orm/pg-core";
 import { createdAt, identity, inList } from "./columns";
 
 // What keeps the system running rather than what it sells: the idempotency records, the
@@ -19,8 +19,11 @@ export const idempotencyRecord = pgTable(
     fingerprint: text().notNull(),
     status: text({ enum: IDEMPOTENCY_STATUSES }).notNull().default("PROCESSING"),
     bizId: text(),
-    /** Stored outcome: the result on SUCCESS, `{ code, message }` on FAILED. */
-    responseBody: jsonb(),
+    /**
+     * Stored outcome: the result on SUCCESS, `{ code, message }` on FAILED. `json`, not `jsonb`: the text is
+     * kept as written, so a replay answers the first answer's bytes (jsonb reorders keys).
+     */
+    responseBody: json(),
     /** Fencing token: bumped on every takeover; business writes are conditional on it. */
     leaseVersion: integer().notNull().default(1),
     lockedUntil: timestamp({ withTimezone: true }),

@@ -1,0 +1,84 @@
+/**
+ * The bench's floor: a bare `node:http` server that places the same order as
+ * `checkout.createOrder` (price the lines from `sku`, insert the order and its
+ * lines in one transaction through postgres.js) with nothing else: no session,
+ * no validation, no idempotency, no framework. It is what a developer would
+ * write first, and every other figure of the bench is divided by it.
+ *
+ *   POST /orders  {"requestId": "…", "items": [{"skuId": "…", "quantity": 1}]}  → 201 the order
+ *
+ * Started by the bench (scripts/lib/bench/scenarios/floor.ts) with PORT and DATABASE_URL.
+ */
+import { createServer } from "node:http";
+import { pgClient } from "~/shared/postgres-driver";
+
+const databaseUrl = process.env.DATABASE_URL;
+if (!databaseUrl) throw new Error("DATABASE_URL is required");
+// pgClient only reads a Unix-socket `?host=` (the embedded server); the client is postgres.js as is.
+const sql = pgClient(databaseUrl, { max: Number(process.env.DB_POOL_MAX ?? 20), onnotice: () => {} });
+const USER_ID = process.env.FLOOR_USER_ID ?? "bench-floor";
+
+interface Line {
+  skuId: string;
+  quantity: number;
+}
+
+async function placeOrder(requestId: string, items: Line[]) {
+  return sql.begin(async (tx) => {
+    const products = await tx<{ id: string; name: string; price_cents: number; currency: string }[]>`
+      SELECT id, name, price_cents, currency FROM sku WHERE id IN ${tx(items.map((i) => i.skuId))}`;
+    const byId = new Map(products.map((p) => [p.id, p]));
+    const lines = items.map((item) => {
+      const product = byId.get(item.skuId);
+      if (!product) throw new Error(`unknown SKU ${item.skuId}`);
+      return { ...item, product, total: product.price_cents * item.quantity };
+    });
+    const amount = lines.reduce((sum, line) => sum + line.total, 0);
+    const [order] = await tx<{ orderId: string; status: string; amountCents: string; currency: string }[]>`
+      INSERT INTO orders (user_id, request_id, amount_cents, currency)
+      VALUES (${USER_ID}, ${requestId}, ${amount}, ${lines[0]?.product.currency ?? "USD"})
+      RETURNING id AS "orderId", status, amount_cents AS "amountCents", currency`;
+    if (!order) throw new Error("no order");
+    await tx`INSERT INTO order_item ${tx(
+      lines.map((line) => ({
+        order_id: order.orderId,
+        sku_id: line.skuId,
+        sku_name: line.product.name,
+        quantity: line.quantity,
+        unit_price_cents: line.product.price_cents,
+        line_total_cents: line.total,
+      })),
+    )}`;
+    return { ...order, amountCents: Number(order.amountCents) };
+  });
+}
+
+const server = createServer((req, res) => {
+  let body = "";
+  req.setEncoding("utf8");
+  req.on("data", (chunk: string) => (body += chunk));
+  req.on("end", () => {
+    let parsed: { requestId: string; items: Line[] };
+    try {
+      parsed = JSON.parse(body);
+    } catch {
+      res.writeHead(400).end();
+      return;
+    }
+    placeOrder(parsed.requestId, parsed.items).then(
+      (order) => {
+        const json = JSON.stringify(order);
+        res.writeHead(201, { "content-type": "application/json" }).end(json);
+      },
+      (error: unknown) => {
+        res.writeHead(500, { "content-type": "text/plain" }).end(String(error));
+      },
+    );
+  });
+});
+server.keepAliveTimeout = 65_000;
+server.listen(Number(process.env.PORT), "127.0.0.1");
+process.on("SIGTERM", () => {
+  server.close();
+  void sql.end({ timeout: 2 }).then(() => process.exit(0));
+});

@@ -1,0 +1,114 @@
+import { LRUCache } from "lru-cache";
+
+/**
+ * Each app instance answers replays from memory when it can (docs/idempotency.md, "The replay cache").
+ *
+ * Why it is safe: a record that is SUCCESS or FAILED never changes before it expires. Nothing updates it
+ * (a takeover needs PROCESSING, a renewal needs an expired record) and cleanup deletes only expired records.
+ * So an outcome read from the database, or just committed, is the answer until `expires_at`, on every
+ * instance. An entry is served only until shortly before that moment, measured on this process's
+ * monotonic clock from the database's own arithmetic (never by comparing two clocks): when the key has
+ * expired, or been cleaned up and used again, the request goes to the database like any other.
+ *
+ * It also holds the requests in flight per key: a duplicate arriving while the same key runs on this
+ * instance waits for it instead of taking a database connection, then finds the outcome here.
+ */
+export interface CachedOutcome {
+  fingerprint: string;
+  status: "SUCCESS" | "FAILED";
+  /** The stored answer, parsed from the stored text: exactly what a database replay would return. */
+  responseBody: unknown;
+  bizId: string | null;
+  expiresAt: Date;
+  /** performance.now() after which the entry is not served (before the key's expiry, with a margin). */
+  servedUntil: number;
+}
+
+export interface ReplayCacheOptions {
+  /** How many keys' outcomes are kept (least recently used go first). */
+  maxEntries: number;
+  /** Upper bound on the stored answers' size, in characters of their JSON. */
+  maxChars: number;
+  /** Stop serving an entry this long before its key expires. */
+  marginMs: number;
+}
+
+export const DEFAULT_REPLAY_CACHE_OPTIONS: ReplayCacheOptions = {
+  maxEntries: 20_000,
+  maxChars: 16 * 1024 * 1024,
+  marginMs: 2_000,
+};
+
+export class ReplayCache {
+  private readonly outcomes: LRUCache<string, CachedOutcome>;
+  private readonly flights = new Map<string, Promise<unknown>>();
+
+  constructor(readonly options: ReplayCacheOptions = DEFAULT_REPLAY_CACHE_OPTIONS) {
+    this.outcomes = new LRUCache<string, CachedOutcome>({
+      max: options.maxEntries,
+      maxSize: options.maxChars,
+      sizeCalculation: (_value, key) => key.length + 64,
+    });
+  }
+
+  /** The outcome stored under this key, if this instance knows it and the key has not (nearly) expired. */
+  get(key: string): CachedOutcome | undefined {
+    const entry = this.outcomes.get(key);
+    if (!entry) return undefined;
+    if (performance.now() >= entry.servedUntil) {
+      this.outcomes.delete(key);
+      return undefined;
+    }
+    return entry;
+  }
+
+  /**
+   * Keeps an outcome. `remainingMs` is how long the key still lives as the database computed it, and
+   * `askedAt` the performance.now() before the statement that computed it was sent: the key cannot expire
+   * before askedAt + remainingMs on this clock.
+   */
+  put(
+    key: string,
+    outcome: Omit<CachedOutcome, "servedUntil">,
+    askedAt: number,
+    remainingMs: number,
+    chars: number,
+  ): void {
+    const servedUntil = askedAt + remainingMs - this.options.marginMs;
+    if (servedUntil <= performance.now()) return;
+    this.outcomes.set(key, { ...outcome, servedUntil }, { size: key.length + chars + 64 });
+  }
+
+  /** Forgets everything (tests). */
+  clear(): void {
+    this.outcomes.clear();
+  }
+
+  get size(): number {
+    return this.outcomes.size;
+  }
+
+  /**
+   * Runs `work` for this key unless it is already running on this instance; then waits for that run
+   * (whatever its outcome) and returns undefined, so the caller looks at the cache again.
+   */
+  async once<R>(key: string, work: () => Promise<R>): Promise<{ ran: true; value: R } | { ran: false }> {
+    const running = this.flights.get(key);
+    if (running) {
+      await running.catch(() => undefined);
+      return { ran: false };
+    }
+    const run = work();
+    this.flights.set(key, run);
+    try {
+      return { ran: true, value: await run };
+    } finally {
+      this.flights.delete(key);
+    }
+  }
+}
+
+/** The cache key of a record: whose, which operation, which key, and the request's fingerprint. */
+export function cacheKeyOf(scope: string, bizType: string, key: string): string {
+  return `${scope}\u0000${bizType}\u0000${key}`;
+}
