@@ -9,6 +9,7 @@ import { getOrder, postToken } from "~/server/rest/handlers";
 import type { RestDeps } from "~/server/rest/http";
 import { openApiDocument } from "~/server/rest/openapi";
 import { handleOperation } from "~/server/rest/operation";
+import { REVOCATION_CACHE_MS } from "~/server/session/api-tokens";
 import { signApiToken } from "~/server/session/session";
 import { createCaller } from "~/server/trpc/root";
 import type { TestDatabase } from "./support/database";
@@ -48,6 +49,15 @@ function request(path: string, init: { token?: string; key?: string; body?: unkn
 }
 
 const mugs = { items: [{ skuId: "SKU-MUG", quantity: 2 }] };
+
+/** Two mugs, with this bearer token and a new key. */
+function orderWith(deps: RestDeps, token: string) {
+  return handleOperation(
+    deps,
+    createOrderOperation,
+    request("/api/v1/orders", { token, key: randomUUID(), body: mugs }),
+  );
+}
 
 async function ordersOfToken(token: string): Promise<number> {
   const userId = token.slice(3).split(".")[0];
@@ -342,12 +352,7 @@ describe("payments, refunds and reads over REST", () => {
 
   it("refuses a token once it expired or its shopper revoked every token, and takes one issued after", async () => {
     const id = randomUUID();
-    const order = (token: string) =>
-      handleOperation(
-        deps,
-        createOrderOperation,
-        request("/api/v1/orders", { token, key: randomUUID(), body: mugs }),
-      );
+    const order = (token: string) => orderWith(deps, token);
     const stale = signApiToken(id, deps.app.sessionSecret, Date.now() - (deps.app.apiTokenTtlS + 1) * 1000);
     const expired = await order(stale);
     expect(expired.status).toBe(401);
@@ -367,6 +372,21 @@ describe("payments, refunds and reads over REST", () => {
       { n: number }[]
     >`SELECT count(*)::int AS n FROM api_token_revocation WHERE user_id = ${id}`;
     expect(row?.n).toBe(1);
+  });
+
+  it("a revocation made on another instance is honoured here within REVOCATION_CACHE_MS", async () => {
+    const id = randomUUID();
+    const order = (token: string) => orderWith(deps, token);
+    const { token } = await createCaller({
+      app: deps.app,
+      userId: id,
+      requestId: "r",
+    }).session.issueApiToken();
+    expect((await order(token)).status).toBe(201);
+    // Another instance revokes: this one learns it from the database once its second is up.
+    await t.sql`INSERT INTO api_token_revocation (user_id, revoked_before) VALUES (${id}, clock_timestamp())`;
+    await new Promise((resolve) => setTimeout(resolve, REVOCATION_CACHE_MS + 100));
+    expect((await order(token)).status).toBe(401);
   });
 
   it("describes itself in an OpenAPI 3.1 document generated from the zod schemas", () => {

@@ -1,4 +1,5 @@
 import { eq, sql } from "drizzle-orm";
+import { LRUCache } from "lru-cache";
 import type { Executor } from "~/server/db/client";
 import { apiTokenRevocation } from "~/server/db/schema";
 import { type ApiTokenClaims, signApiToken, verifyApiToken } from "./session";
@@ -9,6 +10,17 @@ export function issueApiToken(userId: string, secret: string, ttlS: number) {
   return { token: signApiToken(userId, secret, issuedMs), expiresAt: new Date(issuedMs + ttlS * 1000) };
 }
 
+/**
+ * What this instance last read of each shopper's revocation (ms, or 0 for none), for a second: a
+ * request with a token then needs no database read. A revocation takes effect at once on the instance
+ * that made it (it forgets its entry) and within REVOCATION_CACHE_MS on the others.
+ */
+export const REVOCATION_CACHE_MS = 1_000;
+const revocations = new LRUCache<string, { revokedBeforeMs: number }>({
+  max: 50_000,
+  ttl: REVOCATION_CACHE_MS,
+});
+
 /** Every token the shopper holds now is refused from here on; tokens issued later work. */
 export async function revokeApiTokens(db: Executor, userId: string): Promise<Date> {
   const [row] = await db
@@ -16,6 +28,7 @@ export async function revokeApiTokens(db: Executor, userId: string): Promise<Dat
     .values({ userId, revokedBefore: sql`clock_timestamp()` })
     .onConflictDoUpdate({ target: apiTokenRevocation.userId, set: { revokedBefore: sql`clock_timestamp()` } })
     .returning({ revokedBefore: apiTokenRevocation.revokedBefore });
+  revocations.delete(userId);
   return row?.revokedBefore ?? new Date();
 }
 
@@ -28,9 +41,14 @@ export async function checkApiToken(
 ): Promise<ApiTokenClaims | null> {
   const claims = verifyApiToken(token, secret, ttlS);
   if (!claims) return null;
-  const [revocation] = await db
-    .select({ revokedBefore: apiTokenRevocation.revokedBefore })
-    .from(apiTokenRevocation)
-    .where(eq(apiTokenRevocation.userId, claims.userId));
-  return revocation && claims.issuedMs <= revocation.revokedBefore.getTime() ? null : claims;
+  let known = revocations.get(claims.userId);
+  if (!known) {
+    const [revocation] = await db
+      .select({ revokedBefore: apiTokenRevocation.revokedBefore })
+      .from(apiTokenRevocation)
+      .where(eq(apiTokenRevocation.userId, claims.userId));
+    known = { revokedBeforeMs: revocation?.revokedBefore.getTime() ?? 0 };
+    revocations.set(claims.userId, known);
+  }
+  return claims.issuedMs <= known.revokedBeforeMs ? null : claims;
 }
