@@ -126,7 +126,7 @@ describe("idempotency core", () => {
     expect(await record(key)).toMatchObject({ status: "FAILED" });
   });
 
-  it("sends a duplicate's business statements behind its claim, where they fail with it and leave nothing", async () => {
+  it("one transaction: sends a duplicate's business statements behind its claim, where they fail with it and leave nothing", async () => {
     const key = randomUUID();
     const entered: string[] = [];
     const op = (label: string) =>
@@ -136,15 +136,15 @@ describe("idempotency core", () => {
           return writeEffect(tx, label);
         },
       });
-    const first = await runIdempotent(t.db, op("first"), config);
-    const again = await runIdempotent(t.db, op("again"), config);
+    const first = await runIdempotent(t.db, op("first"), { ...config, oneTransaction: true });
+    const again = await runIdempotent(t.db, op("again"), { ...config, oneTransaction: true });
     expect(again).toMatchObject({ replayed: true, result: first.result });
     expect(await effects("first")).toBe(1);
     expect(await effects("again")).toBe(0);
     expect(entered[0]).toBe("first");
   });
 
-  it("commits the claim with the business writes: nobody sees the key before the COMMIT", async () => {
+  it("one transaction: commits the claim with the business writes: nobody sees the key before the COMMIT", async () => {
     const key = randomUUID();
     let seenInside: unknown = "not read";
     await runIdempotent(
@@ -157,7 +157,7 @@ describe("idempotency core", () => {
           return written;
         },
       }),
-      config,
+      { ...config, oneTransaction: true },
     );
     expect(seenInside).toBeUndefined();
     expect(await record(key)).toMatchObject({ status: "SUCCESS", lease_version: 1 });
@@ -237,9 +237,34 @@ describe("idempotency core", () => {
     expect(await record(key)).toMatchObject({ status: "SUCCESS" });
   });
 
-  it("waits for a holder still inside its transaction, however short its lease: no takeover", async () => {
+  it("rolls back a holder whose lease was taken over while its transaction was still open", async () => {
     const key = randomUUID();
     const short = { ...config, leaseMs: 150 };
+    const held = gate();
+    const slow = runIdempotent(
+      t.db,
+      operation(key, {
+        execute: async (tx) => {
+          const written = await writeEffect(tx, key); // inside the open transaction
+          await held.opened;
+          return written;
+        },
+      }),
+      short,
+    );
+    await sleep(300);
+    const taker = await runIdempotent(t.db, operation(key), short);
+    expect(taker.replayed).toBe(false);
+    held.open();
+    // Its outcome and its COMMIT went out together; the failed store turned the COMMIT into a ROLLBACK.
+    await expect(slow).rejects.toMatchObject({ code: "IDEMPOTENCY_LEASE_LOST" });
+    expect(await effects(key)).toBe(1);
+    expect(await record(key)).toMatchObject({ status: "SUCCESS", biz_id: String(taker.result.effectId) });
+  });
+
+  it("one transaction: waits for a holder still inside its transaction, however short its lease: no takeover", async () => {
+    const key = randomUUID();
+    const short = { ...config, leaseMs: 150, oneTransaction: true };
     const held = gate();
     const slow = runIdempotent(
       t.db,
@@ -262,7 +287,8 @@ describe("idempotency core", () => {
     expect(await effects(key)).toBe(1);
   });
 
-  it("frees the key when its holder's connection dies mid-transaction: the waiting duplicate executes", async () => {
+  it("one transaction: frees the key when its holder's connection dies mid-transaction: the waiting duplicate executes", async () => {
+    const config1 = { ...config, oneTransaction: true };
     const key = randomUUID();
     const held = gate();
     let holderPid = 0;
@@ -277,10 +303,10 @@ describe("idempotency core", () => {
           return writeEffect(tx, `${key}-never`);
         },
       }),
-      config,
+      config1,
     );
     await sleep(100);
-    const duplicate = runIdempotent(t.db, operation(key), config);
+    const duplicate = runIdempotent(t.db, operation(key), config1);
     await sleep(100);
     await t.sql`SELECT pg_terminate_backend(${holderPid})`;
     held.open();
