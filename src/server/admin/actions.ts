@@ -1,5 +1,5 @@
 import { getEnv } from "~/env";
-import { isDomainError } from "~/server/errors";
+import { isDomainError, unavailableIfTransient } from "~/server/errors";
 import { isAdminRequest } from "~/shared/admin-auth";
 
 /**
@@ -14,8 +14,10 @@ export async function adminAction(req: Request, action: () => Promise<string>): 
   try {
     message = await action();
   } catch (error) {
-    if (!isDomainError(error)) throw error;
-    message = `${error.code}: ${error.message}`;
+    // A database that went away mid-action is "try again" (SERVICE_UNAVAILABLE), not an error page.
+    const known = unavailableIfTransient(error);
+    if (!isDomainError(known)) throw error;
+    message = `${known.code}: ${known.message}`;
   }
   return new Response(null, {
     status: 303,
