@@ -81,6 +81,44 @@ describe("postgres.js on a connection the server terminated", () => {
     }
   });
 
+  it("hands a reserve() waiting for a connection a working one after the reservation before it lost its own", async () => {
+    // One connection, reserved; a second reserve() waits for it. The first reservation's backend is
+    // terminated and the pool starts reconnecting that connection for the waiter. Unpatched, the first
+    // reservation's release() handed the waiter the connection while it was still reconnecting: the
+    // waiter's BEGIN was lost with the old socket, and its next statement ran on the new one outside any
+    // transaction, where it committed on its own (a one-transaction idempotency claim left PROCESSING).
+    const sql = pgClient(t.url, { max: 1, onnotice: () => {} });
+    await t.sql`CREATE TABLE reserved_after_loss (n int)`;
+    try {
+      for (let round = 0; round < 5; round++) {
+        const first = await sql.reserve();
+        const [{ pid }] = (await first`SELECT pg_backend_pid() AS pid`) as unknown as [{ pid: number }];
+        const waiting = sql.reserve();
+        await t.sql`SELECT pg_terminate_backend(${pid})`;
+        // The client has seen the close, and the pool is reconnecting the connection for the waiter.
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        await expect(first`SELECT 1`).rejects.toMatchObject({ code: "CONNECTION_CLOSED" });
+        first.release();
+        const second = await waiting;
+        const sent = await Promise.race([
+          Promise.allSettled([
+            second`BEGIN`.execute(),
+            second`INSERT INTO reserved_after_loss VALUES (${round})`.execute(),
+            second`ROLLBACK`.execute(),
+          ]).then((all) => all.map((s) => s.status)),
+          // Unpatched, the waiter's statements never answered here (or ran outside its transaction).
+          new Promise((resolve) => setTimeout(resolve, 5_000, "no answer in 5 s")),
+        ]);
+        expect(sent).toEqual(["fulfilled", "fulfilled", "fulfilled"]);
+        second.release();
+        const [left] = await t.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM reserved_after_loss`;
+        expect(left?.n).toBe(0);
+      }
+    } finally {
+      await Promise.race([sql.end({ timeout: 1 }), new Promise((resolve) => setTimeout(resolve, 2_000))]);
+    }
+  });
+
   it("fails a query in flight, and those queued behind it, when the server terminates the backend", async () => {
     const sql = pgClient(t.url, { max: 1, onnotice: () => {} });
     try {

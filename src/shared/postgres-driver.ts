@@ -17,16 +17,19 @@ import postgres from "postgres";
  * - porsager/postgres#1192: the start-up array-types query of a new connection rejects unhandled;
  * - porsager/postgres#1223: a dead socket's FATAL, its query in flight and its queue are carried to
  *   the reconnected socket, where the next query gets the old error or another statement's rows;
- *   a `reserve()` whose connection died waits forever or leaks its next connection.
+ *   a `reserve()` whose connection died waits forever or leaks its next connection;
+ * - a reservation released after its connection closed handed that connection, still reconnecting, to
+ *   the next waiting `reserve()`: the waiter's BEGIN was lost with the old socket and its next statement
+ *   ran on the new one in autocommit (found by test/connection-drops.test.ts: a one-transaction claim
+ *   committed on its own).
  * `npm ci --ignore-scripts` installs the driver unpatched: `assertDriverPatched()` refuses to start then.
  */
 
-/** Text that only the patched files contain. */
-const PATCH_MARKERS = [
-  "porsager/postgres#1208",
-  "porsager/postgres#1223",
-  "exactly-once-checkout: stray-row",
-];
+/** Text that only the patched files contain, per file of each build (ESM and CommonJS). */
+const PATCH_MARKERS: Record<string, string[]> = {
+  "connection.js": ["porsager/postgres#1208", "porsager/postgres#1223", "exactly-once-checkout: stray-row"],
+  "index.js": ["exactly-once-checkout: released-after-close"],
+};
 
 /** The installed postgres.js package folder. */
 export function postgresPackageDir(): string {
@@ -37,15 +40,17 @@ export function postgresPackageDir(): string {
 
 /** Throws, naming the fix, when the installed postgres.js lacks our patch (in its ESM or CommonJS build). */
 export function assertDriverPatched(packageDir = postgresPackageDir()): void {
-  for (const file of ["src/connection.js", "cjs/src/connection.js"]) {
-    // Only the entry points call this; Next must not trace the project for it.
-    const text = readFileSync(path.join(/*turbopackIgnore: true*/ packageDir, file), "utf8");
-    const missing = PATCH_MARKERS.filter((marker) => !text.includes(marker));
-    if (missing.length > 0) {
-      throw new Error(
-        `postgres.js at ${packageDir} is not patched (${file} lacks ${missing.join(", ")}): ` +
-          "run `npx patch-package` (npm install runs it; --ignore-scripts skips it).",
-      );
+  for (const [name, markers] of Object.entries(PATCH_MARKERS)) {
+    for (const file of [`src/${name}`, `cjs/src/${name}`]) {
+      // Only the entry points call this; Next must not trace the project for it.
+      const text = readFileSync(path.join(/*turbopackIgnore: true*/ packageDir, file), "utf8");
+      const missing = markers.filter((marker) => !text.includes(marker));
+      if (missing.length > 0) {
+        throw new Error(
+          `postgres.js at ${packageDir} is not patched (${file} lacks ${missing.join(", ")}): ` +
+            "run `npx patch-package` (npm install runs it; --ignore-scripts skips it).",
+        );
+      }
     }
   }
 }
@@ -112,11 +117,27 @@ export interface PoolOptions {
   applicationName?: string;
 }
 
+/** The longest a closed connection of the pool waits before it connects again, in seconds. */
+export const MAX_RECONNECT_DELAY_S = 0.5;
+
+/**
+ * How long a closed connection waits before connecting again, after `retries` connections of the pool
+ * closed on an error since one last connected. postgres.js's default grows as 3^retries / 100 s up to
+ * 20 s, and the count is shared by the pool: when PostgreSQL drops every connection at once (a restart,
+ * a failover, the chaos run's drop), each close counts, and after six or seven the pool's connections
+ * each wait 7 to 20 s — requests queued behind them stalled that long (test/connection-drops.test.ts saw
+ * 19 s). Here the wait doubles from 10 ms but never passes half a second, with jitter so reconnects spread.
+ */
+export function reconnectDelay(retries: number): number {
+  return Math.min(0.01 * 2 ** retries, MAX_RECONNECT_DELAY_S) * (0.5 + Math.random() / 2);
+}
+
 /** A pool whose every query is a prepared statement, with the server-side limits set per session. */
 export function createPool(url: string, options: PoolOptions = {}): postgres.Sql {
   return preparedByDefault(
     pgClient(url, {
       max: options.max ?? 10,
+      backoff: reconnectDelay,
       onnotice: () => {},
       connection: {
         application_name: options.applicationName ?? "exactly-once-checkout",
