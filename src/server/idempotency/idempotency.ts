@@ -35,9 +35,8 @@ export interface IdempotencyConfig {
   cache?: ReplayCache;
   /**
    * Claim the key inside the business transaction for operations without `prepare` (one commit; see
-   * inOneTransaction). Off by default: a chaos run once found such a claim committed on its own after
-   * all connections were dropped, and the cause is not known yet; the two-phase claim recovers from
-   * that by design (lease and takeover), so it stays the default until the cause is found.
+   * inOneTransaction). The app turns it on (IDEMPOTENCY_ONE_TRANSACTION, default true); absent here,
+   * every operation takes the two-phase claim.
    */
   oneTransaction?: boolean;
 }
