@@ -3,10 +3,12 @@ import { runAdminAction } from "~/mockpay/server/admin";
 import { alertsFrom, opsFigures } from "~/server/admin/alerts";
 import type { AppContext } from "~/server/app-context";
 import { handleConsumeJob } from "~/server/fulfilment/worker";
+import { postToProvider } from "~/server/payments/provider-client";
 import { reconcile } from "~/server/reconciliation/reconcile";
 import { retryFailedRefund } from "~/server/refunds/retry-refund";
+import { submitPendingRefunds } from "~/server/refunds/submit";
 import { createCaller } from "~/server/trpc/root";
-import { SIGNATURE_HEADER, signBody } from "~/shared/provider-contract";
+import { refundAnswerSchema, SIGNATURE_HEADER, signBody } from "~/shared/provider-contract";
 import type { TestDatabase } from "./support/database";
 import { describe, expect, test } from "./support/fixtures";
 import { deliverAll, payThroughProvider } from "./support/scenarios";
@@ -206,4 +208,154 @@ describe("a refund the provider rejected", () => {
     expect((await refundRow(database, failed))?.status).toBe("REFUND_SUPERSEDED");
     expect(alertsFrom(await opsFigures(app.db)).map((alert) => alert.name)).not.toContain("refund_failed");
   });
+});
+
+/**
+ * Two submissions of one refund raced: MockPay's reject-refunds fault took the first, and the merchant
+ * recorded that rejection; the second, arriving just after, was accepted — as a real provider may accept
+ * a refund number it rejected once. This sends that second submission.
+ */
+async function racingSubmission(app: AppContext, database: TestDatabase, refundNo: string) {
+  const [row] = await database.sql<
+    { out_trade_no: string; provider_refund_no: string; amount_cents: string }[]
+  >`
+    SELECT p.out_trade_no, r.provider_refund_no, r.amount_cents FROM refund_order r
+      JOIN payment_order p ON p.id = r.payment_id WHERE r.refund_no = ${refundNo}`;
+  if (!row) throw new Error(`no refund ${refundNo}`);
+  const answer = await postToProvider(
+    app.payments,
+    "/provider/api/refunds",
+    {
+      app_id: app.payments.appId,
+      out_trade_no: row.out_trade_no,
+      refund_no: row.provider_refund_no,
+      amount_cents: Number(row.amount_cents),
+      currency: "USD",
+    },
+    refundAnswerSchema,
+  );
+  expect(answer.status).toBe("ACCEPTED");
+}
+
+/**
+ * What reconciliation finds wrong with this order (other tests in this file leave refunds in flight on
+ * purpose; outbox events are not relayed here, so that check waits for a worker these tests do not run).
+ */
+function violationsOf(report: Awaited<ReturnType<typeof reconcile>>, orderId: string): string[] {
+  return report.invariants
+    .filter((i) => i.name !== "events-delivered")
+    .flatMap((i) =>
+      i.violations
+        .filter((v) => JSON.stringify(v.rows).includes(orderId))
+        .map((v) => `${i.name}: ${v.message}`),
+    );
+}
+
+/** The stock consumer runs for an order whose SKU has run out; the automatic refund follows if it is short. */
+async function runOutOfStockAndConsume(app: AppContext, database: TestDatabase, orderId: string) {
+  const [{ stock } = { stock: 0 }] = await database.sql<{ stock: number }[]>`
+    UPDATE sku SET stock = 0 WHERE id = 'SKU-MUG' RETURNING (SELECT stock FROM sku WHERE id = 'SKU-MUG') AS stock`;
+  try {
+    for (const [type, consumer] of [
+      ["OrderPaid", "stock"],
+      ["StockShort", "auto-refund"],
+    ] as const) {
+      const events = await database.sql<{ id: string }[]>`
+        SELECT id FROM outbox_event WHERE aggregate_id = ${orderId} AND event_type = ${type}`;
+      for (const { id } of events) await handleConsumeJob(app.db, { eventId: id, consumer });
+    }
+  } finally {
+    await database.sql`UPDATE sku SET stock = ${stock} WHERE id = 'SKU-MUG'`;
+  }
+}
+
+describe("a refund the merchant recorded as rejected, that MockPay made after all", () => {
+  test("its success notification applies it: the refund succeeds, the order is refunded, nothing alerts", async ({
+    app,
+    mockPay,
+    database,
+  }) => {
+    const paid = await payThroughProvider(app, mockPay, [{ skuId: "SKU-MUG", quantity: 1 }]);
+    await runAdminAction(
+      mockPay.db,
+      mockPay.appId,
+      paid.outTradeNo,
+      { action: "REJECT_REFUNDS", count: 1, delayS: 30 },
+      mockPay.delivery,
+    );
+    const refundNo = `R-${randomUUID()}`;
+    await createCaller({ app, userId: paid.userId, requestId: randomUUID() }).refunds.create({
+      orderId: paid.orderId,
+      refundNo,
+      amountCents: paid.amountCents,
+    });
+    expect((await refundRow(database, refundNo))?.status).toBe("REFUND_FAILED");
+    await racingSubmission(app, database, refundNo);
+    await deliverAll(mockPay);
+
+    expect((await refundRow(database, refundNo))?.status).toBe("REFUND_SUCCESS");
+    const [order] = await database.sql`SELECT status FROM orders WHERE id = ${paid.orderId}`;
+    expect(order?.status).toBe("REFUNDED");
+    expect(alertsFrom(await opsFigures(app.db)).map((alert) => alert.name)).toEqual([]);
+    const report = await reconcile(app.db, { lagSeconds: 0 });
+    expect(violationsOf(report, paid.orderId)).toEqual([]);
+  });
+
+  for (const notified of ["before", "after"] as const) {
+    test(`after an automatic refund superseded it (the chaos run's seed 1), MockPay's notification ${notified} the automatic refund is submitted: the automatic one ends superseded, the order refunded`, async ({
+      app,
+      mockPay,
+      database,
+    }) => {
+      const paid = await payThroughProvider(app, mockPay, [{ skuId: "SKU-MUG", quantity: 1 }]);
+      await runAdminAction(
+        mockPay.db,
+        mockPay.appId,
+        paid.outTradeNo,
+        { action: "REJECT_REFUNDS", count: 1, delayS: 30 },
+        mockPay.delivery,
+      );
+      const refundNo = `R-${randomUUID()}`;
+      await createCaller({ app, userId: paid.userId, requestId: randomUUID() }).refunds.create({
+        orderId: paid.orderId,
+        refundNo,
+        amountCents: paid.amountCents,
+      });
+      await racingSubmission(app, database, refundNo);
+      // Before MockPay's notification arrives, the order turns out short of stock.
+      await runOutOfStockAndConsume(app, database, paid.orderId);
+      expect((await refundRow(database, refundNo))?.status).toBe("REFUND_SUPERSEDED");
+      const automatic = async () => {
+        const [row] = await database.sql<{ status: string; failure_reason: string | null }[]>`
+          SELECT status, failure_reason FROM refund_order WHERE order_id = ${paid.orderId} AND refund_no LIKE 'sys/auto/%'`;
+        return row;
+      };
+      if (notified === "before") {
+        await deliverAll(mockPay);
+        expect((await refundRow(database, refundNo))?.status).toBe("REFUND_SUCCESS");
+        // MockPay refuses the automatic refund (it gave everything back already), which is moot now:
+        // superseded as the rejection is recorded, never awaiting a person.
+        await submitPendingRefunds(app.db, app.payments);
+        expect(await automatic()).toMatchObject({ status: "REFUND_SUPERSEDED" });
+        expect((await automatic())?.failure_reason).toMatch(
+          /exceed.*superseded: other refunds returned what it would have/,
+        );
+      } else {
+        // Refused while the merchant still believes nothing went back: it awaits a person, for now.
+        await submitPendingRefunds(app.db, app.payments);
+        expect((await automatic())?.status).toBe("REFUND_FAILED");
+        await deliverAll(mockPay);
+        expect((await refundRow(database, refundNo))?.status).toBe("REFUND_SUCCESS");
+        expect((await automatic())?.status).toBe("REFUND_SUPERSEDED");
+        expect((await automatic())?.failure_reason).toMatch(
+          /superseded: refund .* succeeded at the provider/,
+        );
+      }
+      const [order] = await database.sql`SELECT status FROM orders WHERE id = ${paid.orderId}`;
+      expect(order?.status).toBe("REFUNDED");
+      expect(alertsFrom(await opsFigures(app.db)).map((alert) => alert.name)).toEqual([]);
+      const report = await reconcile(app.db, { lagSeconds: 0 });
+      expect(violationsOf(report, paid.orderId)).toEqual([]);
+    });
+  }
 });

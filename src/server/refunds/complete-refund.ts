@@ -1,15 +1,27 @@
 import { and, eq, inArray, sql } from "drizzle-orm";
 import { releaseCoupon } from "~/server/coupons/coupons";
 import type { Tx } from "~/server/db/client";
-import { orders, outboxEvent, paymentOrder, refundOrder } from "~/server/db/schema";
+import {
+  orders,
+  outboxEvent,
+  paymentOrder,
+  REFUNDS_THAT_RETURN_NOTHING,
+  refundOrder,
+} from "~/server/db/schema";
 import { ok, refuse, type Verdict } from "~/server/payments/verdict";
 import type { NotificationBody } from "~/shared/provider-contract";
+import { supersedeFailedRefunds } from "./supersede";
 
 /**
  * The provider says a refund succeeded (a notification, or the answer to a status
- * query): REFUND_CREATED/PROCESSING → SUCCESS once; the order becomes REFUNDED when
- * the successes add up to what was paid; RefundSucceeded goes to the outbox in the
- * same transaction.
+ * query): → SUCCESS once; the order becomes REFUNDED when the successes add up to what
+ * was paid; RefundSucceeded goes to the outbox in the same transaction.
+ *
+ * The provider's word is the fact, also for a refund recorded here as rejected (REFUND_FAILED, or
+ * REFUND_SUPERSEDED since): the provider may reject one request for a refund number and accept another
+ * (two submissions of one refund raced, and the rejection's answer was recorded first), and the money
+ * has gone back either way. The provider never refunds more than was paid, so other rejected refunds
+ * this one leaves no room for are superseded here.
  */
 export async function applyRefundSucceeded(
   tx: Tx,
@@ -47,7 +59,7 @@ export async function applyRefundSucceeded(
     .where(
       and(
         eq(refundOrder.id, refund.id),
-        inArray(refundOrder.status, ["REFUND_CREATED", "REFUND_PROCESSING"]),
+        inArray(refundOrder.status, ["REFUND_CREATED", "REFUND_PROCESSING", ...REFUNDS_THAT_RETURN_NOTHING]),
       ),
     )
     .returning({ id: refundOrder.id });
@@ -57,14 +69,11 @@ export async function applyRefundSucceeded(
       .select({ status: refundOrder.status })
       .from(refundOrder)
       .where(eq(refundOrder.id, refund.id));
-    return current?.status === "REFUND_SUCCESS"
-      ? ok("DUPLICATE", "refund already processed")
-      : ok(
-          "DUPLICATE",
-          `refund ${n.refund_no} is ${current?.status} here but succeeded at the provider`,
-          true,
-        );
+    return ok("DUPLICATE", `refund already processed (${current?.status})`);
   }
+  // Cheap, and right whatever this refund was before (the status read above may be stale): a refund
+  // that was rejected here and succeeded after all leaves less room for the other rejected ones.
+  await supersedeFailedRefunds(tx, payment.id, `refund ${refund.refundNo} succeeded at the provider`);
   // A late payment's refund returns money that was never the order's: the order and its fulfilment stay as they are.
   if (payment.status === "PAID_LATE")
     return ok("PROCESSED", "late payment refunded; the order keeps its state");

@@ -15,6 +15,7 @@ import { getOwnedOrder } from "~/server/orders/queries";
 import { type OrderLine, orderIdParams } from "~/server/orders/schema";
 import { type CreateRefundInput, createRefundBody, createRefundInput, refundResource } from "./schema";
 import { type RefundDeps, submitRefund } from "./submit";
+import { supersedeFailedRefunds } from "./supersede";
 
 export interface RefundView {
   refundNo: string;
@@ -134,41 +135,6 @@ export async function recordRefund(
   // A rejected refund of this order that this one leaves no room for can never be retried: say so now.
   await supersedeFailedRefunds(tx, payment.id, `refund ${input.refundNo} returned what it would have`);
   return { refund: viewOf(created, lines), existed: false };
-}
-
-const RETURNS_NOTHING = sql.raw(REFUNDS_THAT_RETURN_NOTHING.map((status) => `'${status}'`).join(", "));
-
-/**
- * Failed refunds of this payment that no longer fit beside the refunds that return money (their amount is
- * more than is left of what was paid, or one of their lines more than is left of what was ordered) become
- * REFUND_SUPERSEDED: a Retry would refund too much, so nobody waits on them (no alert, no operator's list).
- * The caller holds the payment's lock, as every refund decision does. `only`: just this refund.
- */
-export async function supersedeFailedRefunds(
-  tx: Tx,
-  paymentId: string,
-  why: string,
-  only?: string,
-): Promise<string[]> {
-  const rows = await tx.execute<{ provider_refund_no: string }>(sql`
-    UPDATE refund_order r
-       SET status = 'REFUND_SUPERSEDED', updated_at = clock_timestamp(),
-           failure_reason = coalesce(r.failure_reason, 'rejected') || '; superseded: ' || ${why}
-     WHERE r.payment_id = ${paymentId} AND r.status = 'REFUND_FAILED'
-       ${only ? sql`AND r.id = ${only}` : sql``}
-       AND (r.amount_cents > (SELECT p.amount_cents FROM payment_order p WHERE p.id = r.payment_id)
-                               - (SELECT coalesce(sum(o.amount_cents), 0) FROM refund_order o
-                                   WHERE o.payment_id = r.payment_id AND o.status NOT IN (${RETURNS_NOTHING}))
-            OR EXISTS (SELECT 1 FROM refund_line l
-                         JOIN order_item i ON i.order_id = l.order_id AND i.sku_id = l.sku_id
-                        WHERE l.refund_id = r.id
-                          AND l.quantity > i.quantity
-                                - (SELECT coalesce(sum(l2.quantity), 0) FROM refund_line l2
-                                     JOIN refund_order o2 ON o2.id = l2.refund_id
-                                    WHERE l2.order_id = l.order_id AND l2.sku_id = l.sku_id
-                                      AND o2.status NOT IN (${RETURNS_NOTHING}))))
-    RETURNING r.provider_refund_no`);
-  return rows.map((row) => row.provider_refund_no);
 }
 
 /**

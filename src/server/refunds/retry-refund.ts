@@ -2,8 +2,9 @@ import { and, eq, sql } from "drizzle-orm";
 import type { Db } from "~/server/db/client";
 import { type RefundStatus, refundOrder } from "~/server/db/schema";
 import { DomainError } from "~/server/errors";
-import { lockPaidPayment, supersedeFailedRefunds } from "./create-refund";
+import { lockPaidPayment } from "./create-refund";
 import { type RefundDeps, submitRefund } from "./submit";
+import { supersedeFailedRefunds } from "./supersede";
 
 /**
  * An operator's Retry of a refund the provider rejected: the same refund number goes

@@ -3,6 +3,7 @@ import type { Db } from "~/server/db/client";
 import { paymentOrder, type RefundStatus, refundOrder } from "~/server/db/schema";
 import { type ProviderClientDeps, postToProvider } from "~/server/payments/provider-client";
 import { type RefundRequest, refundAnswerSchema } from "~/shared/provider-contract";
+import { supersedeFailedRefunds } from "./supersede";
 
 export type RefundDeps = ProviderClientDeps;
 
@@ -33,15 +34,37 @@ export async function submitRefund(
     currency: row.refund.currency,
   };
   const answer = await postToProvider(deps, "/provider/api/refunds", request, refundAnswerSchema);
-  const [moved] = await db
-    .update(refundOrder)
-    .set(
-      answer.status === "ACCEPTED"
-        ? { status: "REFUND_PROCESSING", updatedAt: sql`now()` }
-        : { status: "REFUND_FAILED", failureReason: answer.reason ?? "rejected", updatedAt: sql`now()` },
-    )
-    .where(and(eq(refundOrder.providerRefundNo, providerRefundNo), eq(refundOrder.status, "REFUND_CREATED")))
-    .returning({ status: refundOrder.status });
+  const moved = await db.transaction(async (tx) => {
+    if (answer.status !== "ACCEPTED") {
+      // Under the payment's lock, as every refund decision: a rejection may be moot (below).
+      await tx
+        .select({ id: paymentOrder.id })
+        .from(paymentOrder)
+        .where(eq(paymentOrder.id, row.refund.paymentId))
+        .for("update");
+    }
+    const [updated] = await tx
+      .update(refundOrder)
+      .set(
+        answer.status === "ACCEPTED"
+          ? { status: "REFUND_PROCESSING", updatedAt: sql`now()` }
+          : { status: "REFUND_FAILED", failureReason: answer.reason ?? "rejected", updatedAt: sql`now()` },
+      )
+      .where(
+        and(eq(refundOrder.providerRefundNo, providerRefundNo), eq(refundOrder.status, "REFUND_CREATED")),
+      )
+      .returning({ status: refundOrder.status });
+    if (updated?.status !== "REFUND_FAILED") return updated;
+    // Rejected because other refunds already returned what it would have (the provider never refunds
+    // more than was paid): nobody should wait on it, so it is superseded at once rather than alerting.
+    const superseded = await supersedeFailedRefunds(
+      tx,
+      row.refund.paymentId,
+      "other refunds returned what it would have",
+      row.refund.id,
+    );
+    return superseded.length > 0 ? { status: "REFUND_SUPERSEDED" as const } : updated;
+  });
   if (moved) return moved.status;
   const [current] = await db
     .select({ status: refundOrder.status })
