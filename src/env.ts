@@ -12,7 +12,7 @@ const DEFAULT_DATA_DIR = ".data/postgres";
 
 /**
  * The only place that reads process.env. Every setting has a default that works
- * out of the box for development; see README "Configuration".
+ * out of the box for development; see docs/configuration.md.
  */
 /** "true" / "false" in the environment, as a boolean. */
 const flag = (fallback: boolean) =>

@@ -19,8 +19,13 @@ export default function RootLayout({ children }: { children: ReactNode }) {
           </Link>
           <nav aria-label="Site">
             <Link href="/">Shop</Link>
-            <Link href="/admin">Operations</Link>
-            <Link href="/provider/admin">Provider admin</Link>
+            {/* Staff pages need the admin token: prefetching them for shoppers would only log 401s. */}
+            <Link href="/admin" prefetch={false}>
+              Operations
+            </Link>
+            <Link href="/provider/admin" prefetch={false}>
+              MockPay console
+            </Link>
           </nav>
         </header>
         <main>

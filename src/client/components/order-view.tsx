@@ -2,6 +2,7 @@
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import Link from "next/link";
 import { useState } from "react";
+import { Status } from "~/client/components/status";
 import { useCancelOrder } from "~/client/hooks/use-cancel-order";
 import { usePayOrder } from "~/client/hooks/use-pay-order";
 import { useRefundOrder } from "~/client/hooks/use-refund-order";
@@ -45,7 +46,9 @@ export function OrderView({ orderId }: { orderId: string }) {
       <h2 id="order-heading">Order {data.orderId.slice(0, 8)}</h2>
       <dl className="facts">
         <dt>Status</dt>
-        <dd data-testid="order-status">{data.status}</dd>
+        <dd>
+          <Status kind="order" value={data.status} testId="order-status" explain />
+        </dd>
         <dt>Amount</dt>
         <dd data-testid="order-amount">
           {formatMoney(data.amountCents, data.currency)}
@@ -147,7 +150,8 @@ function PaymentTimeline({ orderId, live }: { orderId: string; live: boolean }) 
       <ul className="timeline">
         {data.payments.map((p) => (
           <li key={p.outTradeNo}>
-            Payment <code>{p.outTradeNo}</code>: <strong data-testid="payment-status">{p.status}</strong>
+            Payment <code>{p.outTradeNo}</code>:{" "}
+            <Status kind="payment" value={p.status} testId="payment-status" />
             {p.transactionId && (
               <>
                 {" "}
@@ -164,9 +168,9 @@ function PaymentTimeline({ orderId, live }: { orderId: string; live: boolean }) 
         ))}
         {data.notifications.map((n) => (
           <li key={n.id} data-testid="notification">
-            {n.receivedAt.toLocaleTimeString()} · {n.type ?? "?"} · <strong>{n.outcome}</strong> (
-            {n.httpStatus}){n.alert && <span className="alert"> · alert</span>}{" "}
-            <span className="muted">{n.detail}</span>
+            {n.receivedAt.toLocaleTimeString()} · {n.type ?? "?"} ·{" "}
+            <Status kind="notification" value={n.outcome} /> ({n.httpStatus})
+            {n.alert && <span className="alert"> · alert</span>} <span className="muted">{n.detail}</span>
           </li>
         ))}
       </ul>
@@ -237,7 +241,7 @@ function Refunds(props: {
           {refunds.data.map((r) => (
             <li key={r.refundNo} data-testid="refund">
               <code>{r.refundNo}</code> · {formatMoney(r.amountCents, r.currency)} ·{" "}
-              <strong data-testid="refund-status">{r.status}</strong>{" "}
+              <Status kind="refund" value={r.status} testId="refund-status" />{" "}
               {r.lines.length > 0 && (
                 <span className="muted">
                   gives back {r.lines.map((l) => `${l.quantity} × ${l.skuId}`).join(", ")}{" "}

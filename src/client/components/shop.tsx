@@ -170,7 +170,7 @@ function OrderList() {
 }
 
 /**
- * The shopper's token for the REST API (README: "REST API"): made only when asked for, shown
+ * The shopper's token for the REST API (docs/api.md, "REST API"): made only when asked for, shown
  * once, valid for a day; "Revoke" ends every token made so far.
  */
 function ApiToken() {

@@ -5,7 +5,7 @@ import {
   NOTIFICATION_ACTIONS,
 } from "~/mockpay/server/admin";
 import { getMockPayContext } from "~/mockpay/server/context";
-import { formatAmount } from "./format";
+import { deliveryStatusLabel, formatAmount, tradeStatusLabel } from "./format";
 
 const LABELS: Record<AdminAction, string> = {
   FIRE_CONCURRENT: "Fire N identical notifications at once",
@@ -56,7 +56,9 @@ export default async function ProviderAdminPage({
         >
           <h3>
             <code>{trade.outTradeNo}</code> · {formatAmount(trade.amountCents, trade.currency)} ·{" "}
-            <span data-testid="trade-status">{trade.status}</span>
+            <span>
+              {tradeStatusLabel(trade.status)} <code data-testid="trade-status">{trade.status}</code>
+            </span>
             {trade.dropNotifications && <span className="alert"> · dropping notifications</span>}
           </h3>
           <p className="muted small">
@@ -65,7 +67,8 @@ export default async function ProviderAdminPage({
           {notifications.map(({ notification, attempts }) => (
             <section key={notification.id} aria-label={`Notification ${notification.type}`}>
               <p>
-                <strong>{notification.type}</strong> <code>{notification.id}</code> · {notification.status} ·{" "}
+                <strong>{notification.type}</strong> <code>{notification.id}</code> ·{" "}
+                {deliveryStatusLabel(notification.status)} <code>{notification.status}</code> ·{" "}
                 {notification.attempts} scheduled attempt(s)
               </p>
               <table>

@@ -2,7 +2,7 @@ import { getMockPayContext } from "~/mockpay/server/context";
 import { isMockPayError } from "~/mockpay/server/errors";
 import { openTrade, type ProviderTrade } from "~/mockpay/server/trades";
 import { payRequestSchema } from "~/shared/provider-contract";
-import { formatAmount } from "./format";
+import { formatAmount, tradeStatusLabel } from "./format";
 
 /** MockPay's hosted page: what the shopper sees after "Pay" on the merchant's order page. */
 export default async function PayPage({
@@ -48,7 +48,9 @@ export default async function PayPage({
               <code>{trade.outTradeNo}</code>
             </dd>
             <dt>Status</dt>
-            <dd data-testid="trade-status">{trade.status}</dd>
+            <dd>
+              {tradeStatusLabel(trade.status)} <code data-testid="trade-status">{trade.status}</code>
+            </dd>
           </dl>
           {trade.status === "CLOSED" && (
             <p role="status" data-testid="trade-closed-reason">

@@ -1,48 +1,73 @@
+import { MinuteChart, type MinuteChartData } from "~/client/components/minute-chart";
 import type { MinuteSeries } from "~/server/observability/observer";
 
-const SERIES = [
+const MINUTES = 30;
+
+/** Each chart: its lines, each the sum of some of this instance's per-minute series. */
+const CHARTS: { title: string; lines: { label: string; names: string[]; color: string }[] }[] = [
   {
     title: "Duplicates absorbed",
-    names: ["notification:DUPLICATE", "consume:DUPLICATE", "idempotency:replayed"],
+    lines: [
+      {
+        label: "replayed answers",
+        names: ["idempotency:replayed", "idempotency:replayed_error"],
+        color: "#0a5cd6",
+      },
+      { label: "MockPay duplicates", names: ["notification:DUPLICATE"], color: "#0b7a57" },
+      { label: "consumer redeliveries", names: ["consume:DUPLICATE"], color: "#8a5a00" },
+      { label: "gateway 429s", names: ["gateway:rejected"], color: "#b42318" },
+    ],
   },
-  { title: "Replays", names: ["idempotency:replayed", "idempotency:replayed_error"] },
-  { title: "Conflicts (in progress)", names: ["idempotency:conflict"] },
-  { title: "Payload mismatches", names: ["idempotency:mismatch"] },
-  { title: "Gateway 429s", names: ["gateway:rejected"] },
-] as const;
+  {
+    title: "Requests refused",
+    lines: [
+      { label: "409 still in progress", names: ["idempotency:conflict"], color: "#8a5a00" },
+      { label: "422 key reused, other payload", names: ["idempotency:mismatch"], color: "#b42318" },
+      { label: "429 gateway", names: ["gateway:rejected"], color: "#6b6b70" },
+      { label: "503 database away", names: ["idempotency:unavailable"], color: "#1d1d1f" },
+    ],
+  },
+  {
+    title: "Payment notifications by outcome",
+    lines: [
+      { label: "applied", names: ["notification:PROCESSED"], color: "#0b7a57" },
+      { label: "duplicate", names: ["notification:DUPLICATE"], color: "#0a5cd6" },
+      { label: "ignored (stale)", names: ["notification:IGNORED"], color: "#6b6b70" },
+      {
+        label: "refused",
+        names: [
+          "notification:WRONG_APP",
+          "notification:MALFORMED",
+          "notification:UNKNOWN_PAYMENT",
+          "notification:AMOUNT_MISMATCH",
+          "notification:TRANSACTION_CLASH",
+          "notification:ERROR",
+        ],
+        color: "#b42318",
+      },
+    ],
+  },
+];
 
-/** Small bar charts of the last 15 minutes, as counted by this app instance. */
-export function Charts({ series }: { series: MinuteSeries }) {
+/** The operations page's charts: what this app instance counted, per minute. */
+export function Charts({ series, now = Date.now() }: { series: MinuteSeries; now?: number }) {
+  const minutes = series.last("", MINUTES, now).map((p) => p.minute.getTime() / 1000);
+  const charts: MinuteChartData[] = CHARTS.map((chart) => ({
+    title: chart.title,
+    minutes,
+    lines: chart.lines.map((line) => ({
+      label: line.label,
+      color: line.color,
+      values: line.names
+        .map((name) => series.last(name, MINUTES, now).map((point) => point.count))
+        .reduce((sums, counts) => sums.map((sum, i) => sum + (counts[i] ?? 0))),
+    })),
+  }));
   return (
     <div className="charts">
-      {SERIES.map(({ title, names }) => {
-        const points = series.last(names[0]).map((p, i) => ({
-          minute: p.minute,
-          count: names.reduce((sum, name) => sum + (series.last(name)[i]?.count ?? 0), 0),
-        }));
-        const max = Math.max(1, ...points.map((p) => p.count));
-        const total = points.reduce((sum, p) => sum + p.count, 0);
-        return (
-          <figure key={title} className="chart" data-testid="chart">
-            <svg viewBox="0 0 150 40" role="img" aria-label={`${title}: ${total} in 15 minutes`}>
-              {points.map((p, i) => (
-                <rect
-                  key={p.minute.toISOString()}
-                  x={i * 10 + 1}
-                  y={40 - (p.count / max) * 38}
-                  width={8}
-                  height={(p.count / max) * 38}
-                >
-                  <title>{`${p.minute.toISOString().slice(11, 16)}: ${p.count}`}</title>
-                </rect>
-              ))}
-            </svg>
-            <figcaption>
-              {title}: <strong>{total}</strong>
-            </figcaption>
-          </figure>
-        );
-      })}
+      {charts.map((chart) => (
+        <MinuteChart key={chart.title} data={chart} />
+      ))}
     </div>
   );
 }

@@ -1,4 +1,7 @@
+import Link from "next/link";
 import { AutoRefresh } from "~/client/components/auto-refresh";
+import { Status } from "~/client/components/status";
+import { Table } from "~/client/components/table";
 import { formatMoney } from "~/client/money";
 import { operationsOverview } from "~/server/admin/overview";
 import { getAppContext } from "~/server/app-context";
@@ -37,7 +40,7 @@ export default async function AdminPage({ searchParams }: { searchParams: Promis
         </section>
       )}
 
-      <h3>Last 15 minutes (this instance)</h3>
+      <h3>Last 30 minutes (this instance)</h3>
       <Charts series={getAppContext().telemetry.series} />
 
       <section aria-labelledby="recon-heading" className={r.ok ? "recon ok" : "recon bad"}>
@@ -66,9 +69,15 @@ export default async function AdminPage({ searchParams }: { searchParams: Promis
       <h3>Failed refunds</h3>
       <RetryTable
         testId="failed-refund"
+        empty="No refund is waiting for a person."
+        columns={["Refund number", "Amount", "Why MockPay rejected it"]}
         rows={o.failedRefunds.map((refund) => ({
           key: refund.id,
-          cells: [refund.refundNo, String(refund.amountCents), refund.failureReason ?? ""],
+          cells: [
+            refund.refundNo,
+            formatMoney(refund.amountCents, refund.currency),
+            refund.failureReason ?? "",
+          ],
           retry: `/api/admin/refunds/${encodeURIComponent(refund.providerRefundNo)}/retry`,
         }))}
       />
@@ -76,6 +85,8 @@ export default async function AdminPage({ searchParams }: { searchParams: Promis
       <h3>Dead letters</h3>
       <RetryTable
         testId="dead-letter"
+        empty="No job has given up."
+        columns={["Job", "Attempts", "Last error"]}
         rows={o.deadLetters.map((job) => ({
           key: job.id,
           cells: [job.key ?? "", `${job.attempts}/${job.max_attempts}`, job.last_error?.slice(0, 120) ?? ""],
@@ -90,143 +101,150 @@ export default async function AdminPage({ searchParams }: { searchParams: Promis
       )}
 
       <h3>Outbox events and their consumers</h3>
-      <table>
-        <thead>
-          <tr>
-            <th scope="col">Created</th>
-            <th scope="col">Event</th>
-            <th scope="col">Order</th>
-            <th scope="col">Relayed</th>
-            <th scope="col">Consumed by</th>
+      <Table
+        columns={["Created", "Event", "Order", "Relayed", "Consumed by"]}
+        empty="No event yet: paying an order publishes OrderPaid here."
+        count={o.events.length}
+      >
+        {o.events.map(({ event, consumed }) => (
+          <tr key={event.id}>
+            <td>{time(event.createdAt)}</td>
+            <td>{event.eventType}</td>
+            <td>
+              <code>{short(event.aggregateId)}</code>
+            </td>
+            <td>{time(event.publishedAt)}</td>
+            <td>{consumed.map((c) => `${c.consumerName}: ${c.result ?? c.status}`).join(", ") || "—"}</td>
           </tr>
-        </thead>
-        <tbody>
-          {o.events.map(({ event, consumed }) => (
-            <tr key={event.id}>
-              <td>{time(event.createdAt)}</td>
-              <td>{event.eventType}</td>
-              <td>
-                <code>{short(event.aggregateId)}</code>
-              </td>
-              <td>{time(event.publishedAt)}</td>
-              <td>{consumed.map((c) => `${c.consumerName}: ${c.result ?? c.status}`).join(", ") || "—"}</td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
+        ))}
+      </Table>
 
       <h3>Orders</h3>
-      <table>
-        <tbody>
-          {o.orders.map((order) => (
-            <tr key={order.id}>
-              <td>
+      <Table
+        columns={["Order", "Status", "Amount", "Placed"]}
+        empty="No order yet: place one in the shop."
+        count={o.orders.length}
+      >
+        {o.orders.map((order) => (
+          <tr key={order.id}>
+            <td>
+              <Link href={`/orders/${order.id}`} prefetch={false}>
                 <code>{short(order.id)}</code>
-              </td>
-              <td>{order.status}</td>
-              <td>{formatMoney(order.amountCents, order.currency)}</td>
-              <td>{time(order.createdAt)}</td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
+              </Link>
+            </td>
+            <td>
+              <Status kind="order" value={order.status} />
+            </td>
+            <td>{formatMoney(order.amountCents, order.currency)}</td>
+            <td>{time(order.createdAt)}</td>
+          </tr>
+        ))}
+      </Table>
 
       <h3>Payments and refunds</h3>
-      <table>
-        <tbody>
-          {o.payments.map((p) => (
-            <tr key={p.id}>
-              <td>
-                <code>{p.outTradeNo}</code>
-              </td>
-              <td>{p.status}</td>
-              <td>{formatMoney(p.amountCents, p.currency)}</td>
-              <td>{p.transactionId ?? "—"}</td>
-            </tr>
-          ))}
-          {o.refunds.map((refund) => (
-            <tr key={refund.id}>
-              <td>
-                refund <code>{refund.refundNo}</code>
-              </td>
-              <td>{refund.status}</td>
-              <td>{formatMoney(refund.amountCents, refund.currency)}</td>
-              <td>{refund.reason}</td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
+      <Table
+        columns={["Payment or refund", "Status", "Amount", "Transaction or reason"]}
+        empty="No payment yet."
+        count={o.payments.length + o.refunds.length}
+      >
+        {o.payments.map((p) => (
+          <tr key={p.id}>
+            <td>
+              <code>{p.outTradeNo}</code>
+            </td>
+            <td>
+              <Status kind="payment" value={p.status} />
+            </td>
+            <td>{formatMoney(p.amountCents, p.currency)}</td>
+            <td>{p.transactionId ?? "—"}</td>
+          </tr>
+        ))}
+        {o.refunds.map((refund) => (
+          <tr key={refund.id}>
+            <td>
+              refund <code>{refund.refundNo}</code>
+            </td>
+            <td>
+              <Status kind="refund" value={refund.status} />
+            </td>
+            <td>{formatMoney(refund.amountCents, refund.currency)}</td>
+            <td>{refund.reason}</td>
+          </tr>
+        ))}
+      </Table>
 
       <h3>Idempotency records</h3>
-      <table>
-        <tbody>
-          {o.idempotencyRecords.map((rec) => (
-            <tr key={rec.id}>
-              <td>{rec.bizType}</td>
-              <td>
-                <code>{rec.idempotencyKey}</code>
-              </td>
-              <td>{rec.status}</td>
-              <td>lease v{rec.leaseVersion}</td>
-              <td>expires {rec.expiresAt.toISOString().slice(0, 16).replace("T", " ")}</td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
+      <Table
+        columns={["Operation", "Key", "Status", "Lease", "Forgotten after"]}
+        empty="No idempotency key yet: every order, payment and refund request makes one."
+        count={o.idempotencyRecords.length}
+      >
+        {o.idempotencyRecords.map((rec) => (
+          <tr key={rec.id}>
+            <td>{rec.bizType}</td>
+            <td>
+              <code>{rec.idempotencyKey}</code>
+            </td>
+            <td>
+              <Status kind="record" value={rec.status} />
+            </td>
+            <td>v{rec.leaseVersion}</td>
+            <td>{rec.expiresAt.toISOString().slice(0, 16).replace("T", " ")}</td>
+          </tr>
+        ))}
+      </Table>
 
       <h3>Payment notifications received, by outcome</h3>
-      <table>
-        <tbody>
-          {o.notifications.totals.map((row) => (
-            <tr key={row.outcome}>
-              <th scope="row">{row.outcome}</th>
-              <td data-testid={`outcome-${row.outcome}`}>{row.count}</td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
+      <Table
+        columns={["Outcome", "Count"]}
+        empty="No notification from MockPay yet."
+        count={o.notifications.totals.length}
+      >
+        {o.notifications.totals.map((row) => (
+          <tr key={row.outcome}>
+            <th scope="row">
+              <Status kind="notification" value={row.outcome} />
+            </th>
+            <td data-testid={`outcome-${row.outcome}`}>{row.count}</td>
+          </tr>
+        ))}
+      </Table>
+
       <h3>Refused before verification, last 24 h</h3>
       <p className="muted small">
         Unsigned, forged or stale: anyone can send these, so they are only counted, never tied to a payment.
       </p>
-      {o.notifications.refused.length === 0 ? (
-        <p>None.</p>
-      ) : (
-        <table>
-          <tbody>
-            {o.notifications.refused.map((row) => (
-              <tr key={row.reason}>
-                <th scope="row">{row.reason}</th>
-                <td data-testid={`refused-${row.reason}`}>{row.count}</td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      )}
+      <Table columns={["Reason", "Count"]} empty="None." count={o.notifications.refused.length}>
+        {o.notifications.refused.map((row) => (
+          <tr key={row.reason}>
+            <th scope="row">{row.reason}</th>
+            <td data-testid={`refused-${row.reason}`}>{row.count}</td>
+          </tr>
+        ))}
+      </Table>
+
       <h3>Verified notifications refused, and alerts</h3>
-      {o.notifications.issues.length === 0 ? (
-        <p>None.</p>
-      ) : (
-        <table>
-          <tbody>
-            {o.notifications.issues.map((n) => (
-              <tr key={n.id} className={n.alert ? "failed" : ""} data-testid="notification-issue">
-                <td>{time(n.receivedAt)}</td>
-                <td>
-                  <code>{n.outTradeNo ?? "—"}</code>
-                </td>
-                <td>{n.type ?? "—"}</td>
-                <td>
-                  {n.outcome}
-                  {n.alert && <strong className="alert"> · alert</strong>}
-                </td>
-                <td>{n.httpStatus}</td>
-                <td>{n.detail}</td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      )}
+      <Table
+        columns={["Received", "Payment", "Type", "Outcome", "HTTP", "Detail"]}
+        empty="None."
+        count={o.notifications.issues.length}
+      >
+        {o.notifications.issues.map((n) => (
+          <tr key={n.id} className={n.alert ? "failed" : ""} data-testid="notification-issue">
+            <td>{time(n.receivedAt)}</td>
+            <td>
+              <code>{n.outTradeNo ?? "—"}</code>
+            </td>
+            <td>{n.type ?? "—"}</td>
+            <td>
+              <Status kind="notification" value={n.outcome} />
+              {n.alert && <strong className="alert"> · alert</strong>}
+            </td>
+            <td>{n.httpStatus}</td>
+            <td>{n.detail}</td>
+          </tr>
+        ))}
+      </Table>
     </section>
   );
 }
@@ -235,28 +253,29 @@ export default async function AdminPage({ searchParams }: { searchParams: Promis
 function RetryTable({
   rows,
   testId,
+  columns,
+  empty,
 }: {
   rows: { key: string; cells: string[]; retry: string }[];
   testId: string;
+  columns: string[];
+  empty: string;
 }) {
-  if (rows.length === 0) return <p>None.</p>;
   return (
-    <table>
-      <tbody>
-        {rows.map((row) => (
-          <tr key={row.key} className="failed" data-testid={testId}>
-            {row.cells.map((cell, i) => (
-              // biome-ignore lint/suspicious/noArrayIndexKey: a row's cells are a fixed list of columns
-              <td key={i}>{cell}</td>
-            ))}
-            <td>
-              <form method="post" action={row.retry}>
-                <button type="submit">Retry</button>
-              </form>
-            </td>
-          </tr>
-        ))}
-      </tbody>
-    </table>
+    <Table columns={[...columns, ""]} empty={empty} count={rows.length}>
+      {rows.map((row) => (
+        <tr key={row.key} className="failed" data-testid={testId}>
+          {row.cells.map((cell, i) => (
+            // biome-ignore lint/suspicious/noArrayIndexKey: a row's cells are a fixed list of columns
+            <td key={i}>{cell}</td>
+          ))}
+          <td>
+            <form method="post" action={row.retry}>
+              <button type="submit">Retry</button>
+            </form>
+          </td>
+        </tr>
+      ))}
+    </Table>
   );
 }
