@@ -18,7 +18,7 @@ import { closeDb, createDb, pgClient } from "~/server/db/client";
 import { runMigrations } from "~/server/db/migrate";
 import { seedCatalogue } from "~/server/db/seed";
 import type { Bench } from "./lib/bench/bench";
-import { peakRssMb, sessionCookie, startApp } from "./lib/bench/load";
+import { latencyCurve, peakRssMb, sessionCookie, startApp } from "./lib/bench/load";
 import { profilePath } from "./lib/bench/profile";
 import { ratiosOf, report, TARGETS } from "./lib/bench/report";
 import { callbackStorm } from "./lib/bench/scenarios/callback-storm";
@@ -89,6 +89,7 @@ async function main() {
         ...cpu.perRequest(),
         p50Ms: r.latency.p50,
         p99Ms: r.latency.p99,
+        latency: latencyCurve(r),
         peakRssMb: peakRssMb(process),
         correctness,
         ok: ok && r.non2xx === 0 && r.errors === 0,

@@ -4,7 +4,14 @@ import { readFileSync } from "node:fs";
 import autocannon from "autocannon";
 import { type AppProcess, startAppProcess } from "../app-process";
 import { freePort } from "../free-port";
-import { BENCH_ADMIN_TOKEN, BENCH_SESSION_SECRET, CONNECTIONS, DURATION, SECRET } from "./settings";
+import {
+  BENCH_ADMIN_TOKEN,
+  BENCH_SESSION_SECRET,
+  CONNECTIONS,
+  DURATION,
+  type LatencyPoint,
+  SECRET,
+} from "./settings";
 
 export function peakRssMb(child: ChildProcess): number | null {
   try {
@@ -47,7 +54,36 @@ export async function sessionCookie(url: string): Promise<string> {
   return (response.headers.get("set-cookie") ?? "").split(";")[0] ?? "";
 }
 
-/** Several runs of one scenario as one: requests over total time, mean p50, worst p99. */
+/** autocannon's latency percentiles that the report draws, with the percentile each names. */
+const PERCENTILES = [
+  ["p1", 1],
+  ["p2_5", 2.5],
+  ["p10", 10],
+  ["p25", 25],
+  ["p50", 50],
+  ["p75", 75],
+  ["p90", 90],
+  ["p97_5", 97.5],
+  ["p99", 99],
+  ["p99_9", 99.9],
+] as const;
+
+/** The latency distribution of an autocannon result. */
+export function latencyCurve(result: autocannon.Result): LatencyPoint[] {
+  return PERCENTILES.map(([key, percentile]) => ({ percentile, ms: result.latency[key] }));
+}
+
+/** The latency distribution of measured latencies (ms, any order). */
+export function latencyCurveOf(samples: number[]): LatencyPoint[] {
+  const sorted = [...samples].sort((a, b) => a - b);
+  if (sorted.length === 0) return [];
+  return PERCENTILES.map(([, percentile]) => ({
+    percentile,
+    ms: sorted[Math.min(sorted.length - 1, Math.floor((sorted.length * percentile) / 100))] ?? 0,
+  }));
+}
+
+/** Several runs of one scenario as one: requests over total time, mean p50 (and other percentiles), worst p99. */
 export function combine(runs: autocannon.Result[]): autocannon.Result {
   const sum = (f: (r: autocannon.Result) => number) => runs.reduce((total, r) => total + f(r), 0);
   const seconds = sum((r) => r.duration);
@@ -66,6 +102,9 @@ export function combine(runs: autocannon.Result[]): autocannon.Result {
     },
     latency: {
       ...firstRun.latency,
+      ...Object.fromEntries(
+        PERCENTILES.map(([key]) => [key, Math.round((sum((r) => r.latency[key]) / runs.length) * 100) / 100]),
+      ),
       p50: Math.round(sum((r) => r.latency.p50) / runs.length),
       p99: Math.max(...runs.map((r) => r.latency.p99)),
     },

@@ -23,6 +23,12 @@ export const SECRET = "whsec_bench_secret_0123456789abcdefghij";
 export const BENCH_SESSION_SECRET = "bench-session-secret-0123456789abcdefghij";
 export const BENCH_ADMIN_TOKEN = "bench-admin-token-0123456789abcdefghijklm";
 
+/** One point of a latency distribution: `percentile` % of requests answered within `ms`. */
+export interface LatencyPoint {
+  percentile: number;
+  ms: number;
+}
+
 export interface Row {
   /** Stable name the ratios find it by. */
   id: string;
@@ -33,6 +39,8 @@ export interface Row {
   dbCpuMs?: number;
   p50Ms: number;
   p99Ms: number;
+  /** The latency distribution, for the HTML report's chart (absent where a scenario has no latencies). */
+  latency?: LatencyPoint[];
   peakRssMb: number | null;
   correctness: string;
   ok: boolean;

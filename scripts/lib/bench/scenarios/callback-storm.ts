@@ -3,7 +3,7 @@ import { createOrder } from "~/server/orders/create-order";
 import { createPayment } from "~/server/payments/create-payment";
 import { signBody } from "~/shared/provider-contract";
 import type { Bench } from "../bench";
-import { peakRssMb } from "../load";
+import { latencyCurveOf, peakRssMb } from "../load";
 import { log, PAID, SECRET } from "../settings";
 
 /** 5: paid orders × 10 concurrent signed notifications: one transition and one event each. */
@@ -80,6 +80,7 @@ export async function callbackStorm(bench: Bench) {
     ...callbackCpu.perRequest(),
     p50Ms: Math.round(cbLatencies[Math.floor(cbLatencies.length * 0.5)] ?? 0),
     p99Ms: Math.round(cbLatencies[Math.floor(cbLatencies.length * 0.99)] ?? 0),
+    latency: latencyCurveOf(cbLatencies),
     peakRssMb: peakRssMb(app.child),
     correctness: `${transitions} transitions, ${events} events, ${cbFailures} non-200`,
     ok: transitions === PAID && events === PAID && cbFailures === 0,

@@ -3,6 +3,7 @@ import { DEFAULT_IDEMPOTENCY_CONFIG } from "~/server/idempotency";
 import { createOrder } from "~/server/orders/create-order";
 import { CpuMeter } from "../../cpu";
 import type { Bench } from "../bench";
+import { latencyCurveOf } from "../load";
 import { CONNECTIONS, DURATION, log } from "../settings";
 
 /** 7: the same idempotent transaction straight through postgres.js, no HTTP. */
@@ -48,6 +49,7 @@ export async function databaseFloor(bench: Bench) {
     ...floorCpu.perRequest(),
     p50Ms: Math.round(floorLatencies[Math.floor(floorLatencies.length * 0.5)] ?? 0),
     p99Ms: Math.round(floorLatencies[Math.floor(floorLatencies.length * 0.99)] ?? 0),
+    latency: latencyCurveOf(floorLatencies),
     peakRssMb: Math.round(process.memoryUsage().rss / 1024 / 1024),
     correctness: `${floorOrders} orders for ${floorDone} calls`,
     ok: floorOrders === floorDone,

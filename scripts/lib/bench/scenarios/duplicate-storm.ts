@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import type { Bench } from "../bench";
-import { peakRssMb } from "../load";
+import { latencyCurveOf, peakRssMb } from "../load";
 import { log, STORM } from "../settings";
 
 /** 4: many concurrent copies of one key: one order, one answer, no 409. */
@@ -42,6 +42,7 @@ export async function duplicateStorm(bench: Bench) {
     ...stormCpu.perRequest(),
     p50Ms: Math.round(latencies[Math.floor(latencies.length * 0.5)] ?? 0),
     p99Ms: Math.round(latencies[Math.floor(latencies.length * 0.99)] ?? 0),
+    latency: latencyCurveOf(latencies),
     peakRssMb: peakRssMb(app.child),
     correctness: `${stormOrders} order, ${ids.size} distinct answer(s), ${conflicts} × 409`,
     ok: stormOrders === 1 && ids.size === 1 && answers.every((a) => a.status === 200 || a.status === 409),

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { CpuMeter, processCpuMs } from "../../cpu";
 import type { Bench } from "../bench";
-import { orderLoad, peakRssMb, run, sent, startApp } from "../load";
+import { latencyCurve, orderLoad, peakRssMb, run, sent, startApp } from "../load";
 import { CONNECTIONS, log } from "../settings";
 
 /** 6: first executions split across two app processes on one database. */
@@ -37,6 +37,7 @@ export async function twoInstances(bench: Bench) {
     ...twoCpu.perRequest(),
     p50Ms: Math.max(a.latency.p50, b.latency.p50),
     p99Ms: Math.max(a.latency.p99, b.latency.p99),
+    latency: latencyCurve(a),
     peakRssMb: Math.max(peakRssMb(app.child) ?? 0, peakRssMb(second.child) ?? 0),
     correctness: `${after6 - before6} orders for ${a["2xx"] + b["2xx"]} answered / ${sent.count} sent`,
     ok:
