@@ -72,7 +72,7 @@ export function report(
   return failed.length === 0;
 }
 
-const escape = (text: string) =>
+const escapeHtml = (text: string) =>
   text.replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c] ?? c);
 
 /** uPlot's script and stylesheet, inlined so the report opens offline from the file. */
@@ -120,17 +120,17 @@ export function htmlReport(at: string, rows: Row[], ratios: Ratio[], appPeakRssM
   const tableRows = rows
     .map(
       (r) =>
-        `<tr><td>${escape(r.scenario)}</td><td>${r.requestsPerSec}</td><td>${r.p50Ms}</td><td>${r.p99Ms}</td><td>${r.appCpuMs ?? "?"}</td><td>${r.dbCpuMs ?? "?"}</td><td>${r.peakRssMb ?? "?"}</td><td>${r.ok ? "✓" : "✗"} ${escape(r.correctness)}</td></tr>`,
+        `<tr><td>${escapeHtml(r.scenario)}</td><td>${r.requestsPerSec}</td><td>${r.p50Ms}</td><td>${r.p99Ms}</td><td>${r.appCpuMs ?? "?"}</td><td>${r.dbCpuMs ?? "?"}</td><td>${r.peakRssMb ?? "?"}</td><td>${r.ok ? "✓" : "✗"} ${escapeHtml(r.correctness)}</td></tr>`,
     )
     .join("");
   const bars = data.throughput
     .map(
       (t) =>
-        `<div class="bar"><span>${escape(t.label)}</span><div style="width:${Math.round((t.value / max) * 100)}%"></div><b>${t.value}</b></div>`,
+        `<div class="bar"><span>${escapeHtml(t.label)}</span><div style="width:${Math.round((t.value / max) * 100)}%"></div><b>${t.value}</b></div>`,
     )
     .join("");
   return `<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>Checkout benchmark ${escape(at)}</title>
+<html lang="en"><head><meta charset="utf-8"><title>Checkout benchmark ${escapeHtml(at)}</title>
 <style>${style}
 body{font:14px/1.45 system-ui,sans-serif;margin:2rem auto;max-width:64rem;padding:0 1rem;color:#1d1d1f}
 table{border-collapse:collapse;width:100%;margin:1rem 0}th,td{border-bottom:1px solid #e3e3e8;padding:.3rem .4rem;text-align:left}
@@ -138,11 +138,11 @@ table{border-collapse:collapse;width:100%;margin:1rem 0}th,td{border-bottom:1px 
 .bar div{background:#0a5cd6;height:.9rem;border-radius:2px}.bar b{text-align:right}
 figure{margin:1rem 0}figcaption{color:#6b6b70}
 </style></head><body>
-<h1>Checkout benchmark</h1><p>${escape(at)} · peak RSS of the app instance ${appPeakRssMb ?? "?"} MB</p>
+<h1>Checkout benchmark</h1><p>${escapeHtml(at)} · peak RSS of the app instance ${appPeakRssMb ?? "?"} MB</p>
 <h2>Ratios (one run, against the bare floor)</h2><ul>${ratios
     .map(
       (r) =>
-        `<li>${escape(r.name)}: <b>${r.value.toFixed(2)}</b> (target ≥ ${r.atLeast}) ${r.met ? "✓" : "missed"}</li>`,
+        `<li>${escapeHtml(r.name)}: <b>${r.value.toFixed(2)}</b> (target ≥ ${r.atLeast}) ${r.met ? "✓" : "missed"}</li>`,
     )
     .join("")}</ul>
 <h2>Requests per second</h2>${bars}
