@@ -21,6 +21,9 @@ if (!worker) process.exit(1);
 getLogger().info("event worker running");
 const stop = async () => {
   await worker.stop();
+  await getAppContext()
+    .telemetry.attempts?.flush()
+    .catch(() => {});
   await closeDb(getAppContext().db);
   process.exit(0);
 };

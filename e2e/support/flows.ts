@@ -17,3 +17,26 @@ export async function placeAndPay(shop: ShopPage) {
   // Paid, and soon shipped by the event worker.
   await expect(shop.page.getByTestId("order-status")).toHaveText(/^(PAID|SHIPPED)$/, { timeout: 20_000 });
 }
+
+/**
+ * Two mugs, both buttons double-clicked: "Place order", then "Pay" and MockPay's "Confirm payment"; back on
+ * the order page once it has shipped. Returns the order page's URL.
+ */
+export async function placeAndPayWithDoubleClicks(
+  shop: ShopPage,
+  atMockPay: () => Promise<unknown> = async () => {},
+): Promise<string> {
+  const { page } = shop;
+  await shop.goto();
+  await shop.add("Enamel mug", 2);
+  await shop.placeOrderButton.dblclick();
+  await shop.expectOrderPage("$25.00");
+  const orderUrl = page.url();
+  await page.getByRole("button", { name: "Pay", exact: true }).dblclick();
+  await expect(page.getByRole("heading", { name: "Pay $25.00" })).toBeVisible();
+  await atMockPay();
+  await page.getByRole("button", { name: "Confirm payment" }).dblclick();
+  await expect(page).toHaveURL(orderUrl);
+  await expect(page.getByTestId("order-status")).toHaveText("SHIPPED", { timeout: 20_000 });
+  return orderUrl;
+}

@@ -3,6 +3,7 @@ import { getLogger } from "~/shared/logger";
 import { createDb, type Db } from "./db/client";
 import { createGateway, type Gateway } from "./gateway/gateway";
 import { DEFAULT_REPLAY_CACHE_OPTIONS, type IdempotencyConfig, ReplayCache } from "./idempotency";
+import { AttemptLog } from "./observability/attempt-log";
 import { createTelemetry, type Telemetry } from "./observability/observer";
 import type { PaymentDeps } from "./payments/create-payment";
 import { RefusalTally } from "./payments/refused-notifications";
@@ -36,12 +37,12 @@ const globalForApp = globalThis as unknown as { checkoutApp?: AppContext };
 export function getAppContext(): AppContext {
   if (globalForApp.checkoutApp) return globalForApp.checkoutApp;
   const env = getEnv();
-  const telemetry = createTelemetry(getLogger());
   const db = createDb(env.databaseUrl, {
     max: env.DB_POOL_MAX,
     statementTimeoutMs: env.DB_STATEMENT_TIMEOUT_MS,
     idleInTransactionTimeoutMs: env.DB_IDLE_IN_TRANSACTION_TIMEOUT_MS,
   });
+  const telemetry = createTelemetry(getLogger(), new AttemptLog(db));
   const app: AppContext = {
     db,
     gateway: createGateway(
@@ -57,7 +58,7 @@ export function getAppContext(): AppContext {
         redisUrl: env.REDIS_URL,
       },
       (err) => getLogger().warn({ err }, "gateway store failed; letting the request through"),
-      (route) => telemetry.observer.gatewayRejected({ route }),
+      (rejection) => telemetry.observer.gatewayRejected(rejection),
     ),
     telemetry,
     idempotency: {

@@ -97,6 +97,9 @@ export async function stopMerchantJobs(): Promise<void> {
   for (const timer of jobs.timers) clearInterval(timer);
   const { db, payments } = getAppContext();
   await payments.refusals.flush(db).catch(() => {});
+  await getAppContext()
+    .telemetry.attempts?.flush()
+    .catch(() => {});
   await (await jobs.worker)?.stop();
 }
 

@@ -92,6 +92,15 @@ export class ChaosClient {
    * answer has the expected status. Returns the body.
    */
   async http(path: string, init: RequestInit, expected: number): Promise<string> {
+    return (await this.httpAnswer(path, init, [expected])).body;
+  }
+
+  /** As `http`, accepting any of several statuses (a final answer the shopper understands); says which came. */
+  async httpAnswer(
+    path: string,
+    init: RequestInit,
+    expected: number[],
+  ): Promise<{ status: number; body: string }> {
     for (let attempt = 0; ; attempt++) {
       const base = this.cluster.url(this.rng.int(0, 1) + attempt);
       let status: number | string;
@@ -103,7 +112,7 @@ export class ChaosClient {
         });
         // The body is read here too: an instance killed mid-answer fails the read, not just the fetch.
         const text = await response.text();
-        if (response.status === expected) return text;
+        if (expected.includes(response.status)) return { status: response.status, body: text };
         status = response.status;
         this.faults.count(`page answered ${status} (shopper tries again)`);
       } catch (error) {

@@ -151,15 +151,22 @@ export async function runShopper(ctx: ShopperContext, index: number): Promise<Sh
     const cancelling = plan.chance(0.08)
       ? client.mutate<{ status: string }>("orders.cancel", { orderId })
       : undefined;
-    await Promise.all(
+    const confirmed = await Promise.all(
       Array.from({ length: confirmClicks }, () =>
-        client.http(
+        client.httpAnswer(
           `/provider/api/trades/${encodeURIComponent(payment.outTradeNo)}/confirm`,
           confirmForm(payment.payUrl),
-          303,
+          // 410: the pay link expired while the page was open (slower than the payment timeout).
+          [303, 410],
         ),
       ),
     );
+    if (confirmed.every((answer) => answer.status === 410) && !cancelling) {
+      faults.count("pay link expired before the shopper confirmed (order timed out)");
+      record.tooSlow = true;
+      record.lastStatus = await waitForStatus(client, orderId, (s) => s === "CLOSED" || PAID.has(s), faults);
+      return record;
+    }
     if (cancelling) {
       faults.count("cancel racing Confirm");
       const answer = await cancelling;

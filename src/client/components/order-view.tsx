@@ -3,6 +3,7 @@ import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import Link from "next/link";
 import { useState } from "react";
 import { Status } from "~/client/components/status";
+import { StoryPicture } from "~/client/components/story-picture";
 import { useCancelOrder } from "~/client/hooks/use-cancel-order";
 import { usePayOrder } from "~/client/hooks/use-pay-order";
 import { useRefundOrder } from "~/client/hooks/use-refund-order";
@@ -97,6 +98,7 @@ export function OrderView({ orderId }: { orderId: string }) {
         items={data.items}
         refundable={["PAID", "SHIPPED", "STOCK_SHORT"].includes(data.status)}
       />
+      <Story orderId={data.orderId} live={refetchEvery(data.status) !== false} />
       <p>
         <Link href="/">Continue shopping</Link>
       </p>
@@ -174,6 +176,25 @@ function PaymentTimeline({ orderId, live }: { orderId: string; live: boolean }) 
           </li>
         ))}
       </ul>
+    </section>
+  );
+}
+
+/** Every duplicate that reached this order, and the layer that absorbed it (recorded once a second). */
+function Story({ orderId, live }: { orderId: string; live: boolean }) {
+  const trpc = useTRPC();
+  const story = useQuery(
+    trpc.orders.story.queryOptions({ orderId }, { refetchInterval: live ? 2_000 : false }),
+  );
+  if (!story.data) return null;
+  return (
+    <section aria-labelledby="story-heading">
+      <h3 id="story-heading">What happened to this order</h3>
+      <p className="muted small">
+        Every copy of every request that reached this order, lane by layer: {story.data.absorbed} absorbed,
+        each effect once.
+      </p>
+      <StoryPicture story={story.data} />
     </section>
   );
 }

@@ -71,7 +71,7 @@ export function createGateway(
   db: Db,
   config: GatewayConfig,
   onStoreError: (err: unknown) => void = () => {},
-  onReject: (route: string) => void = () => {},
+  onReject: (rejection: { route: string; scope?: string; key?: string }) => void = () => {},
 ): Gateway {
   if (!config.enabled) {
     return {
@@ -95,7 +95,11 @@ export function createGateway(
   const identities = limiter("ip-identity", config.identityPoints, 60);
   const clientWrites = limiter("ip-write", config.clientWritePoints, config.rateWindowS);
   /** Consumes one point of each limiter in turn; turned away at the first that is spent. */
-  const consume = async (route: string, points: [RateLimiterAbstract, string][]) => {
+  const consume = async (
+    route: string,
+    points: [RateLimiterAbstract, string][],
+    request: { scope?: string; key?: string } = {},
+  ) => {
     try {
       for (const [limit, key] of points) await limit.consume(key);
     } catch (error) {
@@ -103,7 +107,7 @@ export function createGateway(
         onStoreError(error);
         return;
       }
-      onReject(route);
+      onReject({ route, ...request });
       throw new DomainError("RATE_LIMITED", "Too many requests; retry shortly with the same key.", {
         retryable: true,
         retryAfterMs: Math.max(error.msBeforeNext, 100),
@@ -121,10 +125,14 @@ export function createGateway(
     admit: ({ userId, route, key }) =>
       // Copies of one key are counted first, so a storm of one request never uses up the
       // shopper's budget for a second, different one.
-      consume(route, [
-        ...(key ? [[duplicates, `${userId}:${route}:${key}`] as [RateLimiterAbstract, string]] : []),
-        [rate, `${userId}:${route}`],
-      ]),
+      consume(
+        route,
+        [
+          ...(key ? [[duplicates, `${userId}:${route}:${key}`] as [RateLimiterAbstract, string]] : []),
+          [rate, `${userId}:${route}`],
+        ],
+        { scope: userId, ...(key ? { key } : {}) },
+      ),
     admitClient: (request) =>
       request.action === "identity"
         ? consume("identity", [[identities, request.address]])

@@ -6,6 +6,8 @@
 export type IdempotencyOutcome =
   | "first"
   | "replayed"
+  /** A duplicate that arrived while the first was running, waited for it, and got its answer. */
+  | "waited"
   | "stored_error"
   | "replayed_error"
   | "conflict"

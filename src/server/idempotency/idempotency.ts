@@ -129,6 +129,8 @@ interface RecordRow {
   biz_id: string | null;
   lease_version: number;
   expires_at: string | Date;
+  /** When the outcome was stored, in seconds (the holder's clock_timestamp() in the one-transaction path). */
+  finished: number;
   remaining_ms: number;
   lease_live: boolean;
   expired: boolean;
@@ -183,7 +185,9 @@ function claimInTransactionStatement(
 
 function recordStatement(sql: postgres.Sql, ref: KeyRef) {
   return sql<RecordRow[]>`
-    SELECT id, fingerprint, status, response_body, biz_id, lease_version, expires_at, greatest(0, extract(epoch FROM expires_at - now()) * 1000)::float8 AS remaining_ms,
+    SELECT id, fingerprint, status, response_body, biz_id, lease_version, expires_at,
+           extract(epoch FROM updated_at)::float8 AS finished,
+           greatest(0, extract(epoch FROM expires_at - now()) * 1000)::float8 AS remaining_ms,
            coalesce(locked_until > now(), false) AS lease_live, expires_at <= now() AS expired
       FROM idempotency_record
      WHERE user_id = ${ref.scope} AND biz_type = ${ref.bizType} AND idempotency_key = ${ref.key}`;
@@ -210,12 +214,13 @@ export async function runIdempotent<T>(
       outcome,
       durationMs: Date.now() - started,
     });
+  const trace: Trace = { waited: false };
   try {
     const requestFingerprint = fingerprintOf(op.bizType, op.request);
     const result = config.cache
-      ? await runCached(db, op, requestFingerprint, config, config.cache)
-      : await runUncached(db, op, requestFingerprint, config);
-    emit(result.replayed ? "replayed" : "first");
+      ? await runCached(db, op, requestFingerprint, config, config.cache, trace)
+      : await runUncached(db, op, requestFingerprint, config, trace);
+    emit(result.replayed ? (trace.waited ? "waited" : "replayed") : "first");
     return result;
   } catch (error) {
     emit(outcomeOfFailure(error, op.storedErrors));
@@ -223,14 +228,20 @@ export async function runIdempotent<T>(
   }
 }
 
+/** What one call went through, for its observer: whether it waited for another copy of itself. */
+interface Trace {
+  waited: boolean;
+}
+
 function runUncached<T>(
   db: Db,
   op: IdempotentOperation<T>,
   requestFingerprint: string,
   config: IdempotencyConfig,
+  trace: Trace,
   remember: Remember = () => {},
 ): Promise<IdempotentResult<T>> {
-  const call: Call<T> = { db, op, requestFingerprint, config, remember };
+  const call: Call<T> = { db, op, requestFingerprint, config, remember, trace };
   if (op.prepare) return prepareThenExecute(call, op.prepare);
   return config.oneTransaction ? inOneTransaction(call) : prepareThenExecute(call, async () => {});
 }
@@ -246,6 +257,7 @@ async function runCached<T>(
   requestFingerprint: string,
   config: IdempotencyConfig,
   cache: ReplayCache,
+  trace: Trace,
 ): Promise<IdempotentResult<T>> {
   const key = cacheKeyOf(op.scope, op.bizType, op.key);
   const remember: Remember = (outcome) => {
@@ -271,8 +283,12 @@ async function runCached<T>(
       if (hit.fingerprint !== requestFingerprint) throw keyReused();
       return replay<T>(hit);
     }
-    const flight = await cache.once(key, () => runUncached(db, op, requestFingerprint, config, remember));
+    const flight = await cache.once(key, () =>
+      runUncached(db, op, requestFingerprint, config, trace, remember),
+    );
     if (flight.ran) return flight.value;
+    // Another copy of this request was running in this instance: this one waited for it.
+    trace.waited = true;
   }
 }
 
@@ -285,6 +301,7 @@ interface Call<T> {
   requestFingerprint: string;
   config: IdempotencyConfig;
   remember: Remember;
+  trace: Trace;
 }
 
 function outcomeOfFailure(error: unknown, storedErrors: readonly DomainErrorCode[]): IdempotencyOutcome {
@@ -334,9 +351,12 @@ async function inOneTransaction<T>(call: Call<T>): Promise<IdempotentResult<T>> 
     let taken = false;
     try {
       const waitMs = Math.max(1, deadline - Date.now());
-      const [, , claimed, , executed] = await Promise.allSettled([
+      const [, timed, claimed, , executed] = await Promise.allSettled([
         conn.sql`BEGIN`.execute(),
-        conn.sql`SELECT set_config('lock_timeout', ${`${waitMs}ms`}, true)`.execute(),
+        // Also the database's clock just before the claim: a holder that finished after it made this one wait.
+        conn.sql<{ started: number }[]>`
+          SELECT set_config('lock_timeout', ${`${waitMs}ms`}, true),
+                 extract(epoch FROM clock_timestamp())::float8 AS started`.execute(),
         claimInTransactionStatement(conn.sql, op, requestFingerprint, config).execute(),
         conn.sql`SET LOCAL lock_timeout TO DEFAULT`.execute(),
         op.execute(conn.tx),
@@ -353,6 +373,9 @@ async function inOneTransaction<T>(call: Call<T>): Promise<IdempotentResult<T>> 
         // The transaction is aborted: end it and read what the holder stored, together.
         const [, [existing]] = await pipelined([conn.sql`ROLLBACK`.execute(), recordStatement(conn.sql, op)]);
         ended = true;
+        const started = timed.status === "fulfilled" ? timed.value[0]?.started : undefined;
+
+        if (existing && started !== undefined && existing.finished > started) call.trace.waited = true;
         attempt = { existing: existing ? { ...existing, askedAt } : undefined };
       } else {
         const [row] = claimed.status === "fulfilled" ? claimed.value : [];
@@ -360,7 +383,8 @@ async function inOneTransaction<T>(call: Call<T>): Promise<IdempotentResult<T>> 
         const body = JSON.stringify(result ?? null);
         await pipelined([
           conn.sql`UPDATE idempotency_record
-                      SET status = 'SUCCESS', response_body = ${body}::json, biz_id = ${bizId}, locked_until = NULL
+                      SET status = 'SUCCESS', response_body = ${body}::json, biz_id = ${bizId}, locked_until = NULL,
+                          updated_at = clock_timestamp()
                     WHERE id = ${row?.record_id ?? 0}`.execute(),
           conn.sql`COMMIT`.execute(),
         ]);
@@ -449,7 +473,7 @@ async function prepareThenExecute<T>(
   prepare: () => Promise<void>,
 ): Promise<IdempotentResult<T>> {
   const { db, op, requestFingerprint, config, remember } = call;
-  const acquired = await acquire(db, op, requestFingerprint, config);
+  const acquired = await acquire(db, op, requestFingerprint, config, undefined, call.trace);
   if (acquired.kind === "stored") {
     remember(acquired.outcome);
     return replay<T>(acquired.outcome);
@@ -474,6 +498,7 @@ export async function acquire(
   requestFingerprint: string,
   config: IdempotencyConfig,
   deadline = Date.now() + config.waitMs,
+  trace: Trace = { waited: false },
 ): Promise<Acquired> {
   const sql = db.$client;
   let pause = 10;
@@ -486,6 +511,7 @@ export async function acquire(
     const found = await settle(db, existing, requestFingerprint, config, deadline);
     if (found !== "again") return found;
     if (existing?.status === "PROCESSING") {
+      trace.waited = true;
       await sleep(Math.min(pause, Math.max(0, deadline - Date.now())));
       pause = Math.min(pause * 2, 200);
     }

@@ -131,9 +131,20 @@ export async function runOperation<S extends z.ZodType, R, D, I = z.output<S>>(
   const key = keyOfCall(op as unknown as Operation<z.ZodType, unknown, never, I>, call);
   let answer: OperationAnswer<R>;
   if (key === undefined) {
+    const started = Date.now();
     if (op.prepare) await op.prepare(db, call.input, ctx);
     const executed = await transient(() => db.transaction((tx) => op.execute(tx, call.input, ctx)));
     answer = { ...executed.result, replayed: executed.existed ?? false };
+    // No record, but the same observer: the unique index answered (an existing row) or this call made it.
+    if (op.key.kind === "natural") {
+      config.observe?.({
+        bizType: op.name,
+        key: op.key.of(call.input),
+        scope: call.userId,
+        outcome: executed.existed ? "replayed" : "first",
+        durationMs: Date.now() - started,
+      });
+    }
   } else {
     const record: IdempotentOperation<Executed<R>> = {
       scope: call.userId,

@@ -1,6 +1,7 @@
 import type { Logger } from "pino";
 import { Counter, Registry } from "prom-client";
 import type { IdempotencyEvent } from "~/server/idempotency/events";
+import type { AttemptLog } from "./attempt-log";
 import { currentRequestId } from "./request-context";
 
 export type { IdempotencyEvent, IdempotencyOutcome } from "~/server/idempotency/events";
@@ -30,7 +31,14 @@ export interface Observer {
   idempotency(event: IdempotencyEvent): void;
   notification(event: NotificationEvent): void;
   consumed(event: ConsumeEvent): void;
-  gatewayRejected(event: { route: string }): void;
+  gatewayRejected(event: GatewayRejection): void;
+}
+
+export interface GatewayRejection {
+  route: string;
+  /** The shopper and the request's key, when the route has one. */
+  scope?: string;
+  key?: string;
 }
 
 export const NOOP_OBSERVER: Observer = {
@@ -67,12 +75,14 @@ export class MinuteSeries {
 
 export interface Telemetry {
   observer: Observer;
+  /** Attempts per key as data (the order's story); absent where nothing should be written. */
+  attempts?: AttemptLog;
   registry: Registry;
   series: MinuteSeries;
 }
 
 /** The running app's observer: structured logs, Prometheus counters, chart series. */
-export function createTelemetry(log: Logger): Telemetry {
+export function createTelemetry(log: Logger, attempts?: AttemptLog): Telemetry {
   const registry = new Registry();
   const idempotent = new Counter({
     name: "checkout_idempotent_requests_total",
@@ -104,6 +114,13 @@ export function createTelemetry(log: Logger): Telemetry {
     idempotency(event) {
       idempotent.inc({ biz_type: event.bizType, outcome: event.outcome });
       series.add(`idempotency:${event.outcome}`);
+      attempts?.add({
+        layer: "service",
+        scope: event.scope,
+        subject: event.bizType,
+        key: event.key,
+        outcome: event.outcome,
+      });
       const level = event.outcome === "mismatch" || event.outcome === "unavailable" ? "warn" : "info";
       log[level](
         {
@@ -132,12 +149,28 @@ export function createTelemetry(log: Logger): Telemetry {
     consumed(event) {
       consumed.inc({ consumer: event.consumer, outcome: event.outcome });
       series.add(`consume:${event.outcome}`);
+      attempts?.add({
+        layer: "consumer",
+        scope: "",
+        subject: event.consumer,
+        key: event.eventId,
+        outcome: event.outcome,
+      });
       log.info({ ...event }, "event consumed");
     },
     gatewayRejected(event) {
       rejected.inc({ route: event.route });
       series.add("gateway:rejected");
+      if (event.key) {
+        attempts?.add({
+          layer: "gateway",
+          scope: event.scope ?? "",
+          subject: event.route,
+          key: event.key,
+          outcome: "rejected",
+        });
+      }
     },
   };
-  return { observer, registry, series };
+  return { observer, registry, series, ...(attempts ? { attempts } : {}) };
 }

@@ -48,3 +48,12 @@ export async function getOwnedOrder(db: Executor, userId: string, orderId: strin
   if (!order) throw new DomainError("ORDER_NOT_FOUND", "order not found");
   return order;
 }
+
+/** Any order, for the operator's pages (no owner check: /admin is behind the admin token). */
+export async function getOrderForOperator(db: Executor, orderId: string) {
+  const [order] = await db
+    .select({ ...orderColumns, userId: orders.userId })
+    .from(orders)
+    .where(eq(orders.id, orderId));
+  return order;
+}

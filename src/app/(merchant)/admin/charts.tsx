@@ -13,6 +13,7 @@ const CHARTS: { title: string; lines: { label: string; names: string[]; color: s
         names: ["idempotency:replayed", "idempotency:replayed_error"],
         color: "#0a5cd6",
       },
+      { label: "waited for the first", names: ["idempotency:waited"], color: "#6b3fa0" },
       { label: "MockPay duplicates", names: ["notification:DUPLICATE"], color: "#0b7a57" },
       { label: "consumer redeliveries", names: ["consume:DUPLICATE"], color: "#8a5a00" },
       { label: "gateway 429s", names: ["gateway:rejected"], color: "#b42318" },

@@ -128,7 +128,7 @@ export default async function AdminPage({ searchParams }: { searchParams: Promis
         {o.orders.map((order) => (
           <tr key={order.id}>
             <td>
-              <Link href={`/orders/${order.id}`} prefetch={false}>
+              <Link href={`/admin/orders/${order.id}`} prefetch={false}>
                 <code>{short(order.id)}</code>
               </Link>
             </td>

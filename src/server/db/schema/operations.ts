@@ -58,3 +58,35 @@ export const workerHeartbeat = pgTable("worker_heartbeat", {
   process: text().notNull(),
   beatAt: timestamp({ withTimezone: true }).notNull().defaultNow(),
 });
+
+// ---------------------------------------------------------------------------
+// Duplicates absorbed, as data: every request that reached the gateway or the idempotency core with a
+// key, and every delivery a consumer got, counted per second and outcome. The order page's story of
+// "what happened to this order" is drawn from these rows and from the tables the effects live in.
+
+export const ATTEMPT_LAYERS = ["gateway", "service", "consumer"] as const;
+export type AttemptLayer = (typeof ATTEMPT_LAYERS)[number];
+
+export const duplicateAttempt = pgTable(
+  "duplicate_attempt",
+  {
+    id: identity(),
+    layer: text({ enum: ATTEMPT_LAYERS }).notNull(),
+    /** The shopper (gateway, service); "" for a consumer. */
+    scope: text().notNull(),
+    /** The operation (biz type), the gateway's route, or the consumer's name. */
+    subject: text().notNull(),
+    /** The idempotency key, or the event id a consumer was handed. */
+    key: text().notNull(),
+    /** first, replayed, waited, conflict, mismatch, rejected (gateway); APPLIED, DUPLICATE, … (consumer). */
+    outcome: text().notNull(),
+    /** The second the attempts arrived in. */
+    second: timestamp({ withTimezone: true }).notNull(),
+    count: integer().notNull(),
+  },
+  (t) => [
+    uniqueIndex("duplicate_attempt_uq").on(t.scope, t.key, t.layer, t.subject, t.outcome, t.second),
+    index("duplicate_attempt_second_idx").on(t.second),
+    inList("duplicate_attempt_layer_valid", "layer", ATTEMPT_LAYERS),
+  ],
+);

@@ -1,6 +1,7 @@
 import { cancelOrderOperation } from "~/server/orders/cancel-order";
 import { getOrderById, listOrders } from "~/server/orders/queries";
 import { orderIdInput } from "~/server/orders/schema";
+import { ownOrderStory } from "~/server/orders/story";
 import { router, shopperProcedure } from "~/server/trpc/init";
 import { mutationOf } from "~/server/trpc/operation";
 
@@ -9,5 +10,8 @@ export const ordersRouter = router({
     .input(orderIdInput)
     .query(({ ctx, input }) => getOrderById(ctx.app.db, ctx.userId, input.orderId)),
   list: shopperProcedure.query(({ ctx }) => listOrders(ctx.app.db, ctx.userId)),
+  story: shopperProcedure
+    .input(orderIdInput)
+    .query(({ ctx, input }) => ownOrderStory(ctx.app.db, ctx.userId, input.orderId)),
   cancel: mutationOf(cancelOrderOperation),
 });

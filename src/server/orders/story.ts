@@ -1,0 +1,148 @@
+import { sql } from "drizzle-orm";
+import type { Executor } from "~/server/db/client";
+import { getOwnedOrder } from "./queries";
+
+/** One or more attempts in one second on one lane; `effect`: the one that changed something. */
+export interface StoryMark {
+  at: Date;
+  count: number;
+  outcome: string;
+  what: string;
+  effect: boolean;
+}
+
+export type StoryLayer = "client" | "gateway" | "service" | "provider" | "consumer" | "refund";
+
+export interface StoryLane {
+  layer: StoryLayer;
+  title: string;
+  /** In words: how many arrived, how many took effect, what happened to the rest. */
+  summary: string;
+  marks: StoryMark[];
+}
+
+export interface OrderStory {
+  orderId: string;
+  lanes: StoryLane[];
+  /** Every attempt the layers absorbed (arrived but changed nothing). */
+  absorbed: number;
+}
+
+type Row = { layer: StoryLayer; what: string; outcome: string; at: Date; count: number; effect: boolean };
+
+/** Idempotency outcomes that are the request's own execution (the rest were answered without one). */
+const EXECUTED = new Set(["first"]);
+
+/**
+ * What happened to one order, lane by lane, from the rows the layers left: the attempts counted per key
+ * (duplicate_attempt), the provider's notifications (payment_notification), the consumers' records and
+ * the refunds. Every key that belongs to the order is found through its idempotency records (the order's
+ * own, its payments', its refunds') and its request id.
+ */
+export async function orderStory(db: Executor, orderId: string): Promise<OrderStory | undefined> {
+  const rows = await db.execute<Row>(sql`
+    WITH o AS (SELECT id, user_id, request_id FROM orders WHERE id = ${orderId}),
+    keys AS (
+      SELECT o.user_id AS scope, o.request_id AS key, 'order.create' AS biz_type FROM o
+      UNION
+      -- The natural key of the order's payment and cancel operations.
+      SELECT o.user_id, o.id::text, 'order' FROM o
+      UNION
+      SELECT r.user_id, r.idempotency_key, r.biz_type FROM idempotency_record r, o
+       WHERE r.user_id = o.user_id
+         AND ((r.biz_type IN ('order.create', 'order.cancel') AND r.biz_id = o.id::text)
+           OR (r.biz_type = 'payment.create' AND r.biz_id IN (SELECT out_trade_no FROM payment_order WHERE order_id = o.id))
+           OR (r.biz_type = 'refund.create' AND r.biz_id IN (SELECT refund_no FROM refund_order WHERE order_id = o.id)))
+    )
+    SELECT CASE WHEN a.layer = 'service' AND k.biz_type = 'refund.create' THEN 'refund' ELSE a.layer END AS layer,
+           a.subject AS what, a.outcome, a.second AS at, a.count::int AS count, a.outcome = 'first' AS effect
+      FROM duplicate_attempt a JOIN keys k ON a.scope = k.scope AND a.key = k.key
+     WHERE a.layer IN ('gateway', 'service')
+    UNION ALL
+    SELECT 'provider', n.type, n.outcome, date_trunc('second', n.received_at), count(*)::int, n.outcome = 'PROCESSED'
+      FROM payment_notification n JOIN payment_order p ON p.out_trade_no = n.out_trade_no, o
+     WHERE p.order_id = o.id
+     GROUP BY 1, 2, 3, 4, 6
+    UNION ALL
+    SELECT 'consumer', a.subject || ' ← ' || e.event_type, a.outcome, a.second, a.count::int, a.outcome = 'APPLIED'
+      FROM duplicate_attempt a JOIN outbox_event e ON a.key = e.id::text, o
+     WHERE a.layer = 'consumer' AND e.aggregate_id = o.id::text
+    ORDER BY at`);
+  const [exists] = await db.execute<{ n: number }>(sql`SELECT 1 AS n FROM orders WHERE id = ${orderId}`);
+  if (!exists) return undefined;
+  const marks = (layer: StoryLayer, filter: (row: Row) => boolean = () => true): StoryMark[] =>
+    rows
+      .filter((row) => row.layer === layer && filter(row))
+      .map((row) => ({
+        at: new Date(row.at),
+        count: row.count,
+        outcome: row.outcome,
+        what: row.what,
+        effect: row.effect,
+      }));
+  const total = (list: StoryMark[], filter: (m: StoryMark) => boolean = () => true) =>
+    list.filter(filter).reduce((sum, m) => sum + m.count, 0);
+
+  // Every request that carried one of the order's keys, as the client sent it: what the gateway turned
+  // away plus what reached the idempotency core.
+  const requests = [...marks("gateway"), ...marks("service"), ...marks("refund")]
+    .map((m) => ({ ...m, effect: m.effect }))
+    .sort((a, b) => a.at.getTime() - b.at.getTime());
+  const gateway = marks("gateway");
+  const service = marks("service");
+  const provider = marks("provider");
+  const consumer = marks("consumer");
+  const refund = marks("refund");
+  const waited = total(service, (m) => m.outcome === "waited");
+  const replayed = total(service, (m) => m.outcome === "replayed");
+  const lanes: StoryLane[] = [
+    {
+      layer: "client",
+      title: "Client",
+      summary: `${total(requests)} request(s) carried this order's keys (retries, double clicks, reloads reuse them)`,
+      marks: requests,
+    },
+    {
+      layer: "gateway",
+      title: "Gateway",
+      summary: `turned away ${total(gateway)} cop${total(gateway) === 1 ? "y" : "ies"} (429)`,
+      marks: gateway,
+    },
+    {
+      layer: "service",
+      title: "Idempotency record",
+      summary: `executed ${total(service, (m) => EXECUTED.has(m.outcome))}, replayed ${replayed}, made ${waited} wait, refused ${total(service, (m) => m.outcome === "conflict" || m.outcome === "mismatch")}`,
+      marks: service,
+    },
+    {
+      layer: "provider",
+      title: "MockPay notifications",
+      summary: `${total(provider)} delivered, ${total(provider, (m) => m.effect)} processed, ${total(provider, (m) => m.outcome === "DUPLICATE")} answered as duplicates`,
+      marks: provider,
+    },
+    {
+      layer: "consumer",
+      title: "Consumers",
+      summary: `${total(consumer)} deliveries, ${total(consumer, (m) => m.effect)} applied, ${total(consumer, (m) => m.outcome === "DUPLICATE")} skipped as duplicates`,
+      marks: consumer,
+    },
+    {
+      layer: "refund",
+      title: "Refunds",
+      summary: `${total(refund)} request(s), ${total(refund, (m) => m.effect)} made`,
+      marks: refund,
+    },
+  ];
+  const absorbed = lanes
+    .filter((lane) => lane.layer !== "client")
+    .reduce((sum, lane) => sum + total(lane.marks, (m) => !m.effect), 0);
+  return { orderId, lanes, absorbed };
+}
+
+/** The story of one of the shopper's own orders (ORDER_NOT_FOUND for anyone else's). */
+export async function ownOrderStory(db: Executor, userId: string, orderId: string): Promise<OrderStory> {
+  await getOwnedOrder(db, userId, orderId);
+  const story = await orderStory(db, orderId);
+  if (!story) throw new Error(`order ${orderId} vanished`);
+  return story;
+}

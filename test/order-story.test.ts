@@ -1,0 +1,156 @@
+import { randomUUID } from "node:crypto";
+import pino from "pino";
+import type { AppContext } from "~/server/app-context";
+import { handleConsumeJob } from "~/server/fulfilment/worker";
+import { ReplayCache } from "~/server/idempotency";
+import { AttemptLog } from "~/server/observability/attempt-log";
+import { createTelemetry } from "~/server/observability/observer";
+import { orderStory } from "~/server/orders/story";
+import { createCaller } from "~/server/trpc/root";
+import { describe, expect, test } from "./support/fixtures";
+import { payThroughProvider } from "./support/scenarios";
+
+/** The app as it runs: attempts recorded as data, one-transaction claims, a replay cache. */
+function recording(
+  app: AppContext,
+  { oneTransaction = true, cached = true }: { oneTransaction?: boolean; cached?: boolean } = {},
+): AppContext & { attempts: AttemptLog } {
+  const attempts = new AttemptLog(app.db, { flushMs: 60_000 });
+  const telemetry = createTelemetry(pino({ level: "silent" }), attempts);
+  return {
+    ...app,
+    attempts,
+    telemetry,
+    idempotency: {
+      ...app.idempotency,
+      oneTransaction,
+      ...(cached ? { cache: new ReplayCache() } : {}),
+      observe: telemetry.observer.idempotency,
+    },
+  };
+}
+
+const lane = (story: Awaited<ReturnType<typeof orderStory>>, layer: string) => {
+  const found = story?.lanes.find((l) => l.layer === layer);
+  if (!found) throw new Error(`no ${layer} lane`);
+  const count = (outcome?: string) =>
+    found.marks
+      .filter((m) => outcome === undefined || m.outcome === outcome)
+      .reduce((sum, m) => sum + m.count, 0);
+  return {
+    ...found,
+    count,
+    effects: found.marks.filter((m) => m.effect).reduce((sum, m) => sum + m.count, 0),
+  };
+};
+
+describe("the story of one order, from what the layers recorded", () => {
+  for (const mode of [
+    { name: "one transaction, replay cache", oneTransaction: true, cached: true },
+    {
+      name: "one transaction, no cache (the database's clock tells who waited)",
+      oneTransaction: true,
+      cached: false,
+    },
+    { name: "two phases, no cache", oneTransaction: false, cached: false },
+  ]) {
+    test(`30 copies of one order request at once (${mode.name}): the client lane has 30, the record executed once and absorbed 29`, async ({
+      app: plain,
+      database,
+    }) => {
+      const app = recording(plain, mode);
+      const userId = randomUUID();
+      const requestId = randomUUID();
+      // The first copy's order insert is held up for a moment, so the other 29 certainly arrive while it runs.
+      const lock = await database.db.$client.reserve();
+      await lock`BEGIN`;
+      await lock`LOCK TABLE orders IN SHARE ROW EXCLUSIVE MODE`;
+      const calls = Array.from({ length: 30 }, () =>
+        createCaller({ app, userId, requestId: randomUUID() }).checkout.createOrder({
+          requestId,
+          items: [{ skuId: "SKU-MUG", quantity: 1 }],
+        }),
+      );
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      await lock`COMMIT`;
+      lock.release();
+      const answers = await Promise.all(calls);
+      const [first] = answers;
+      expect(new Set(answers.map((a) => a.orderId)).size).toBe(1);
+      await app.attempts.flush();
+
+      const story = await orderStory(app.db, first?.orderId ?? "");
+      const service = lane(story, "service");
+      expect(service.count()).toBe(30);
+      expect(service.count("first")).toBe(1);
+      expect(service.count("replayed") + service.count("waited")).toBe(29);
+      // Copies that arrived while the first ran waited for it: at least some did, at once.
+      expect(service.count("waited")).toBeGreaterThan(0);
+      expect(service.effects).toBe(1);
+      expect(lane(story, "client").count()).toBe(30);
+      expect(story?.absorbed).toBe(29);
+    });
+  }
+
+  test("MockPay's duplicate notifications and a consumer's redelivery show on their lanes, each applied once", async ({
+    app: plain,
+    mockPay,
+    database,
+  }) => {
+    const app = recording(plain);
+    const paid = await payThroughProvider(app, mockPay, [{ skuId: "SKU-MUG", quantity: 1 }]);
+    const [orderPaid] = await database.sql<{ id: string }[]>`
+      SELECT id FROM outbox_event WHERE aggregate_id = ${paid.orderId} AND event_type = 'OrderPaid'`;
+    // The queue hands the stock consumer the same event three times (at-least-once delivery).
+    for (let i = 0; i < 3; i++) {
+      const outcome = await handleConsumeJob(app.db, { eventId: orderPaid?.id ?? "", consumer: "stock" });
+      app.telemetry.observer.consumed({
+        eventId: orderPaid?.id ?? "",
+        eventType: "OrderPaid",
+        consumer: "stock",
+        outcome,
+      });
+    }
+    await app.attempts.flush();
+
+    const story = await orderStory(app.db, paid.orderId);
+    const provider = lane(story, "provider");
+    const [delivered] = await database.sql<{ n: number }[]>`
+      SELECT count(*)::int AS n FROM payment_notification WHERE out_trade_no = ${paid.outTradeNo}`;
+    expect(provider.count()).toBe(delivered?.n);
+    expect(provider.effects).toBe(1);
+    expect(provider.count("DUPLICATE")).toBe((delivered?.n ?? 0) - 1);
+    const consumer = lane(story, "consumer");
+    expect(consumer.count()).toBe(3);
+    expect(consumer.count("APPLIED")).toBe(1);
+    expect(consumer.count("DUPLICATE")).toBe(2);
+  });
+
+  test("the attempt log: a thousand copies in one second are one row counted a thousand; it stays bounded", async ({
+    database,
+  }) => {
+    const log = new AttemptLog(database.db, { flushMs: 60_000, maxEntries: 3 });
+    const key = randomUUID();
+    const at = Date.now();
+    for (let i = 0; i < 1000; i++) {
+      log.add({ layer: "service", scope: "s", subject: "order.create", key, outcome: "replayed" }, at);
+    }
+    for (const other of ["a", "b", "c", "d"]) {
+      log.add(
+        { layer: "service", scope: "s", subject: "order.create", key: `${key}-${other}`, outcome: "first" },
+        at,
+      );
+    }
+    expect(log.dropped).toBe(2);
+    expect(await log.flush()).toBe(3);
+    log.add({ layer: "service", scope: "s", subject: "order.create", key, outcome: "replayed" }, at);
+    await log.flush();
+    const rows = await database.sql<{ count: number }[]>`
+      SELECT count FROM duplicate_attempt WHERE key = ${key}`;
+    expect(rows).toEqual([{ count: 1001 }]);
+  });
+
+  test("an order that does not exist has no story", async ({ app }) => {
+    expect(await orderStory(app.db, randomUUID())).toBeUndefined();
+  });
+});
