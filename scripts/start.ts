@@ -9,6 +9,7 @@ import { getEnv } from "~/env";
 import { SERVE_ARGS } from "./lib/app-process";
 import { ensureBuild, NEXT_BIN } from "./lib/build";
 import { prepareDatabase } from "./lib/database";
+import { explainStartFailure } from "./lib/start-failure";
 
 const args = process.argv.slice(2);
 const mode = args.includes("dev") ? "dev" : "start";
@@ -77,6 +78,7 @@ async function main() {
 }
 
 main().catch((error: unknown) => {
-  console.error("[checkout] failed to start:", error);
+  console.error(`[checkout] failed to start: ${explainStartFailure(error, process.env.DATABASE_URL)}`);
+  if (process.env.LOG_LEVEL === "debug" || process.env.LOG_LEVEL === "trace") console.error(error);
   process.exit(1);
 });

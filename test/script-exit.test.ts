@@ -41,6 +41,22 @@ describe("script exit codes", () => {
     expect(away.status).toBe(2);
   });
 
+  test("npm start that cannot start says why and what to do, in words, and exits 1", () => {
+    const away = runScript(["scripts/start.ts"], {
+      DATABASE_URL: "postgres://postgres:secret@127.0.0.1:9/none",
+    });
+    expect(away.status).toBe(1);
+    expect(away.stderr).toMatch(
+      /could not reach the PostgreSQL at 127\.0\.0\.1:9\/none.*Is the server running\?/,
+    );
+    expect(away.stderr).toMatch(/unset it to run on the embedded PostgreSQL/);
+    expect(away.stderr).not.toMatch(/secret|undefined|\n\s+at /);
+    const badSetting = runScript(["scripts/start.ts"], { EMBEDDED_PG_PORT: "abc" });
+    expect(badSetting.status).toBe(1);
+    expect(badSetting.stderr).toMatch(/EMBEDDED_PG_PORT.*docs\/configuration\.md/s);
+    expect(badSetting.stderr).not.toMatch(/\n\s+at /);
+  });
+
   test("npm run worker exits 1 when it cannot start", () => {
     const away = runScript(["scripts/worker.ts"], { DATABASE_URL: "postgres://postgres@127.0.0.1:9/none" });
     expect(away.status).toBe(1);
