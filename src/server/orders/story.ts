@@ -99,7 +99,7 @@ export async function orderStory(db: Executor, orderId: string): Promise<OrderSt
     {
       layer: "client",
       title: "Client",
-      summary: `${total(requests)} request(s) carried this order's keys (retries, double clicks, reloads reuse them)`,
+      summary: `${total(requests)} request(s) reached the server with this order's keys (a retry or a reload asks again with the same key; a double click is stopped in the browser)`,
       marks: requests,
     },
     {
