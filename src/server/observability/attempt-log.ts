@@ -1,6 +1,6 @@
 import { sql } from "drizzle-orm";
 import type { Db } from "~/server/db/client";
-import { type AttemptLayer, duplicateAttempt } from "~/server/db/schema";
+import type { AttemptLayer } from "~/server/db/schema";
 
 export interface Attempt {
   layer: AttemptLayer;
@@ -55,26 +55,18 @@ export class AttemptLog {
     this.tally = new Map();
     if (taken.length === 0) return 0;
     try {
-      for (let i = 0; i < taken.length; i += 1_000) {
-        await this.db
-          .insert(duplicateAttempt)
-          .values(
-            taken
-              .slice(i, i + 1_000)
-              .map(({ second, ...row }) => ({ ...row, second: new Date(second * 1000) })),
-          )
-          .onConflictDoUpdate({
-            target: [
-              duplicateAttempt.scope,
-              duplicateAttempt.key,
-              duplicateAttempt.layer,
-              duplicateAttempt.subject,
-              duplicateAttempt.outcome,
-              duplicateAttempt.second,
-            ],
-            set: { count: sql`${duplicateAttempt.count} + excluded.count` },
-          });
-      }
+      // One statement of seven arrays, whatever the number of rows: building a multi-row VALUES list per
+      // flush cost the replay path measurable CPU in the bench.
+      const column = <K extends keyof Tallied>(key: K) => taken.map((row) => row[key]);
+      await this.db.$client`
+        INSERT INTO duplicate_attempt (layer, scope, subject, key, outcome, second, count)
+        SELECT layer, scope, subject, key, outcome, to_timestamp(second), count
+          FROM unnest(${column("layer")}::text[], ${column("scope")}::text[], ${column("subject")}::text[],
+                      ${column("key")}::text[], ${column("outcome")}::text[], ${column("second")}::float8[],
+                      ${column("count")}::int[])
+               AS t(layer, scope, subject, key, outcome, second, count)
+        ON CONFLICT (scope, key, layer, subject, outcome, second)
+        DO UPDATE SET count = duplicate_attempt.count + excluded.count`;
       if (Date.now() - this.lastPrune > 60_000) {
         this.lastPrune = Date.now();
         await this.db.execute(
