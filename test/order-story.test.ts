@@ -153,4 +153,27 @@ describe("the story of one order, from what the layers recorded", () => {
   test("an order that does not exist has no story", async ({ app }) => {
     expect(await orderStory(app.db, randomUUID())).toBeUndefined();
   });
+
+  test("a shopper asking for another shopper's story, or with a malformed id, gets a clear 4xx and nothing else", async ({
+    app,
+  }) => {
+    const owner = randomUUID();
+    const { orderId } = await createCaller({
+      app,
+      userId: owner,
+      requestId: randomUUID(),
+    }).checkout.createOrder({
+      requestId: randomUUID(),
+      items: [{ skuId: "SKU-MUG", quantity: 1 }],
+    });
+    const stranger = createCaller({ app, userId: randomUUID(), requestId: randomUUID() });
+    await expect(stranger.orders.story({ orderId })).rejects.toMatchObject({ code: "NOT_FOUND" });
+    await expect(stranger.orders.story({ orderId: "not-a-uuid" })).rejects.toMatchObject({
+      code: "BAD_REQUEST",
+    });
+    const mine = await createCaller({ app, userId: owner, requestId: randomUUID() }).orders.story({
+      orderId,
+    });
+    expect(mine.orderId).toBe(orderId);
+  });
 });

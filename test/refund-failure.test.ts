@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { runAdminAction } from "~/mockpay/server/admin";
+import type { MockPayContext } from "~/mockpay/server/context";
 import { alertsFrom, opsFigures } from "~/server/admin/alerts";
 import type { AppContext } from "~/server/app-context";
 import { handleConsumeJob } from "~/server/fulfilment/worker";
@@ -150,20 +151,7 @@ describe("a refund the provider rejected", () => {
     mockPay,
     database,
   }) => {
-    const paid = await payThroughProvider(app, mockPay, [{ skuId: "SKU-MUG", quantity: 1 }]);
-    await runAdminAction(
-      mockPay.db,
-      mockPay.appId,
-      paid.outTradeNo,
-      { action: "REJECT_REFUNDS", count: 1, delayS: 30 },
-      mockPay.delivery,
-    );
-    const refundNo = `R-${randomUUID()}`;
-    await createCaller({ app, userId: paid.userId, requestId: randomUUID() }).refunds.create({
-      orderId: paid.orderId,
-      refundNo,
-      amountCents: paid.amountCents,
-    });
+    const { paid, refundNo } = await fullRefundRejectedOnceAtMockPay(app, mockPay);
     expect(await refundRow(database, refundNo)).toMatchObject({ status: "REFUND_FAILED" });
     expect((await refundRow(database, refundNo))?.failure_reason).toMatch(/risk control/);
     expect(await retryFailedRefund(app.db, await providerNoOf(database, refundNo), app.payments)).toBe(
@@ -188,20 +176,7 @@ describe("a refund the provider rejected", () => {
       userId: paid.userId,
       requestId: randomUUID(),
     }).refunds.create({ orderId: paid.orderId, refundNo: failed, amountCents: paid.amountCents });
-    const [{ stock } = { stock: 0 }] = await database.sql<{ stock: number }[]>`
-      UPDATE sku SET stock = 0 WHERE id = 'SKU-MUG' RETURNING (SELECT stock FROM sku WHERE id = 'SKU-MUG') AS stock`;
-    try {
-      for (const [type, consumer] of [
-        ["OrderPaid", "stock"],
-        ["StockShort", "auto-refund"],
-      ] as const) {
-        const events = await database.sql<{ id: string }[]>`
-          SELECT id FROM outbox_event WHERE aggregate_id = ${paid.orderId} AND event_type = ${type}`;
-        for (const { id } of events) await handleConsumeJob(app.db, { eventId: id, consumer });
-      }
-    } finally {
-      await database.sql`UPDATE sku SET stock = ${stock} WHERE id = 'SKU-MUG'`;
-    }
+    await runOutOfStockAndConsume(app, database, paid.orderId);
     const [auto] = await database.sql`
       SELECT status, amount_cents::int FROM refund_order WHERE order_id = ${paid.orderId} AND refund_no LIKE 'sys/auto/%'`;
     expect(auto).toMatchObject({ amount_cents: paid.amountCents });
@@ -269,26 +244,32 @@ async function runOutOfStockAndConsume(app: AppContext, database: TestDatabase, 
   }
 }
 
+/** A paid mug whose full refund the shopper asks for while MockPay's reject-refunds fault is armed (once). */
+async function fullRefundRejectedOnceAtMockPay(app: AppContext, mockPay: MockPayContext) {
+  const paid = await payThroughProvider(app, mockPay, [{ skuId: "SKU-MUG", quantity: 1 }]);
+  await runAdminAction(
+    mockPay.db,
+    mockPay.appId,
+    paid.outTradeNo,
+    { action: "REJECT_REFUNDS", count: 1, delayS: 30 },
+    mockPay.delivery,
+  );
+  const refundNo = `R-${randomUUID()}`;
+  await createCaller({ app, userId: paid.userId, requestId: randomUUID() }).refunds.create({
+    orderId: paid.orderId,
+    refundNo,
+    amountCents: paid.amountCents,
+  });
+  return { paid, refundNo };
+}
+
 describe("a refund the merchant recorded as rejected, that MockPay made after all", () => {
   test("its success notification applies it: the refund succeeds, the order is refunded, nothing alerts", async ({
     app,
     mockPay,
     database,
   }) => {
-    const paid = await payThroughProvider(app, mockPay, [{ skuId: "SKU-MUG", quantity: 1 }]);
-    await runAdminAction(
-      mockPay.db,
-      mockPay.appId,
-      paid.outTradeNo,
-      { action: "REJECT_REFUNDS", count: 1, delayS: 30 },
-      mockPay.delivery,
-    );
-    const refundNo = `R-${randomUUID()}`;
-    await createCaller({ app, userId: paid.userId, requestId: randomUUID() }).refunds.create({
-      orderId: paid.orderId,
-      refundNo,
-      amountCents: paid.amountCents,
-    });
+    const { paid, refundNo } = await fullRefundRejectedOnceAtMockPay(app, mockPay);
     expect((await refundRow(database, refundNo))?.status).toBe("REFUND_FAILED");
     await racingSubmission(app, database, refundNo);
     await deliverAll(mockPay);
@@ -307,20 +288,7 @@ describe("a refund the merchant recorded as rejected, that MockPay made after al
       mockPay,
       database,
     }) => {
-      const paid = await payThroughProvider(app, mockPay, [{ skuId: "SKU-MUG", quantity: 1 }]);
-      await runAdminAction(
-        mockPay.db,
-        mockPay.appId,
-        paid.outTradeNo,
-        { action: "REJECT_REFUNDS", count: 1, delayS: 30 },
-        mockPay.delivery,
-      );
-      const refundNo = `R-${randomUUID()}`;
-      await createCaller({ app, userId: paid.userId, requestId: randomUUID() }).refunds.create({
-        orderId: paid.orderId,
-        refundNo,
-        amountCents: paid.amountCents,
-      });
+      const { paid, refundNo } = await fullRefundRejectedOnceAtMockPay(app, mockPay);
       await racingSubmission(app, database, refundNo);
       // Before MockPay's notification arrives, the order turns out short of stock.
       await runOutOfStockAndConsume(app, database, paid.orderId);

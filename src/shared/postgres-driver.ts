@@ -118,7 +118,7 @@ export interface PoolOptions {
 }
 
 /** The longest a closed connection of the pool waits before it connects again, in seconds. */
-export const MAX_RECONNECT_DELAY_S = 0.5;
+const MAX_RECONNECT_DELAY_S = 0.5;
 
 /**
  * How long a closed connection waits before connecting again, after `retries` connections of the pool

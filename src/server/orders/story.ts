@@ -30,9 +30,6 @@ export interface OrderStory {
 
 type Row = { layer: StoryLayer; what: string; outcome: string; at: Date; count: number; effect: boolean };
 
-/** Idempotency outcomes that are the request's own execution (the rest were answered without one). */
-const EXECUTED = new Set(["first"]);
-
 /**
  * What happened to one order, lane by lane, from the rows the layers left: the attempts counted per key
  * (duplicate_attempt), the provider's notifications (payment_notification), the consumers' records and
@@ -40,6 +37,8 @@ const EXECUTED = new Set(["first"]);
  * own, its payments', its refunds') and its request id.
  */
 export async function orderStory(db: Executor, orderId: string): Promise<OrderStory | undefined> {
+  const [exists] = await db.execute<{ n: number }>(sql`SELECT 1 AS n FROM orders WHERE id = ${orderId}`);
+  if (!exists) return undefined;
   const rows = await db.execute<Row>(sql`
     WITH o AS (SELECT id, user_id, request_id FROM orders WHERE id = ${orderId}),
     keys AS (
@@ -68,8 +67,6 @@ export async function orderStory(db: Executor, orderId: string): Promise<OrderSt
       FROM duplicate_attempt a JOIN outbox_event e ON a.key = e.id::text, o
      WHERE a.layer = 'consumer' AND e.aggregate_id = o.id::text
     ORDER BY at`);
-  const [exists] = await db.execute<{ n: number }>(sql`SELECT 1 AS n FROM orders WHERE id = ${orderId}`);
-  if (!exists) return undefined;
   const marks = (layer: StoryLayer, filter: (row: Row) => boolean = () => true): StoryMark[] =>
     rows
       .filter((row) => row.layer === layer && filter(row))
@@ -85,9 +82,9 @@ export async function orderStory(db: Executor, orderId: string): Promise<OrderSt
 
   // Every request that carried one of the order's keys, as the client sent it: what the gateway turned
   // away plus what reached the idempotency core.
-  const requests = [...marks("gateway"), ...marks("service"), ...marks("refund")]
-    .map((m) => ({ ...m, effect: m.effect }))
-    .sort((a, b) => a.at.getTime() - b.at.getTime());
+  const requests = [...marks("gateway"), ...marks("service"), ...marks("refund")].sort(
+    (a, b) => a.at.getTime() - b.at.getTime(),
+  );
   const gateway = marks("gateway");
   const service = marks("service");
   const provider = marks("provider");
@@ -111,7 +108,7 @@ export async function orderStory(db: Executor, orderId: string): Promise<OrderSt
     {
       layer: "service",
       title: "Idempotency record",
-      summary: `executed ${total(service, (m) => EXECUTED.has(m.outcome))}, replayed ${replayed}, made ${waited} wait, refused ${total(service, (m) => m.outcome === "conflict" || m.outcome === "mismatch")}`,
+      summary: `executed ${total(service, (m) => m.outcome === "first")}, replayed ${replayed}, made ${waited} wait, refused ${total(service, (m) => m.outcome === "conflict" || m.outcome === "mismatch")}`,
       marks: service,
     },
     {
