@@ -10,6 +10,10 @@
  *   --regressions     run every seed kept in chaos/regressions.json instead
  *   --with-regressions  the run above, then every kept seed (what CI does)
  *   --keep            keep the run's database (with DATABASE_URL; the embedded server is removed anyway)
+ *   --ha              run on a Patroni cluster (primary + synchronous standby, etcd) behind HAProxy, with
+ *                     the app instances behind HAProxy too, adding failovers: SIGKILL of the primary, a
+ *                     switchover, an etcd restart (docs/scale-out.md)
+ *   --async-replication  with --ha: Patroni's synchronous_mode off, to see what a failover can lose
  * Process logs go to chaos-results/seed-N/.
  */
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -19,13 +23,23 @@ import { closeDb, createDb, pgClient } from "~/server/db/client";
 import { runMigrations } from "~/server/db/migrate";
 import { CATALOGUE, seedCatalogue } from "~/server/db/seed";
 import { ensureBuild } from "./lib/build";
-import { checkInvariants, settle, stallReport } from "./lib/chaos/checks";
+import {
+  acknowledgedOrders,
+  checkAnswersHold,
+  checkInvariants,
+  settle,
+  stallReport,
+} from "./lib/chaos/checks";
 import { Cluster } from "./lib/chaos/cluster";
 import { startOperator } from "./lib/chaos/operator";
+import { type ProbeOrder, startProber } from "./lib/chaos/prober";
 import { Faults, Invariants, printReport } from "./lib/chaos/report";
 import { runShopper, type ShopperRecord } from "./lib/chaos/shopper";
+import { percentile, WriteLog } from "./lib/chaos/write-log";
 import { startThrowawayPostgres } from "./lib/embedded-postgres";
 import { exitWith } from "./lib/exit";
+import { freePort } from "./lib/free-port";
+import { HaStack, missingTools } from "./lib/ha/stack";
 
 const REGRESSIONS = "chaos/regressions.json";
 /** Each run's process logs (gitignored). */
@@ -50,8 +64,17 @@ const args = new Map(
 );
 const log = (m: string) => console.log(`[chaos] ${m}`);
 
+type SystemFault =
+  | "kill A"
+  | "kill B"
+  | "drop connections"
+  | "pause worker"
+  | "kill primary"
+  | "kill primary, standby behind"
+  | "switchover"
+  | "restart etcd";
 /** The events of a run that hit the whole system, at fixed points of its progress. */
-const SYSTEM_FAULTS: { at: number; fault: "kill A" | "kill B" | "drop connections" | "pause worker" }[] = [
+const SYSTEM_FAULTS: { at: number; fault: SystemFault }[] = [
   { at: 0.15, fault: "kill A" },
   { at: 0.25, fault: "pause worker" },
   { at: 0.35, fault: "drop connections" },
@@ -59,20 +82,54 @@ const SYSTEM_FAULTS: { at: number; fault: "kill A" | "kill B" | "drop connection
   { at: 0.65, fault: "pause worker" },
   { at: 0.75, fault: "drop connections" },
 ];
-const SYSTEM_FAULT_NAMES = {
+/** With --ha, the database cluster's own faults too (one at a time, each once the cluster is whole). */
+const HA_FAULTS: { at: number; fault: SystemFault }[] = [
+  { at: 0.2, fault: "kill primary" },
+  { at: 0.4, fault: "restart etcd" },
+  { at: 0.6, fault: "kill primary, standby behind" },
+  { at: 0.8, fault: "switchover" },
+];
+const SYSTEM_FAULT_NAMES: Record<SystemFault, string> = {
   "kill A": "app instance killed (SIGKILL) and restarted",
   "kill B": "app instance killed (SIGKILL) and restarted",
   "drop connections": "all database connections dropped",
   "pause worker": "worker paused 4 s (events queue; refunds land before fulfilment)",
-} as const;
+  "kill primary":
+    "primary PostgreSQL killed (SIGKILL): Patroni fails over, the old primary rejoins as a standby",
+  "kill primary, standby behind":
+    "primary killed after its walsender froze for 2 s (the standby behind: what asynchronous replication loses)",
+  switchover: "controlled switchover of the primary (Patroni)",
+  "restart etcd": "etcd (Patroni's store) killed and restarted",
+};
+
+/** One fault of the database cluster, and what the shoppers lived through meanwhile. */
+interface Failover {
+  fault: string;
+  detail: string;
+  /** From the fault to the cluster being whole again (new primary, old one rejoined). */
+  seconds: number;
+  /** Shoppers' writes it held up (an attempt failed, or it took over a second), and how long they waited. */
+  writesHeld: number;
+  p50: number;
+  max: number;
+  /** The longest time during it in which no shopper's write was answered. */
+  longestSilence: number;
+}
 
 interface RunSummary {
   plan: RunPlan;
   faults: [string, number][];
   checks: { name: string; checked: number; violations: string[] }[];
+  failovers?: Failover[];
 }
 
-async function runOnce(plan: RunPlan, adminUrl: string): Promise<RunSummary> {
+interface HaRun {
+  stack: HaStack;
+  appPorts: number[];
+  synchronous: boolean;
+}
+
+async function runOnce(plan: RunPlan, adminUrl: string, ha?: HaRun): Promise<RunSummary> {
   log(
     `seed ${plan.seed}: ${plan.shoppers} shoppers, ${plan.concurrency} at a time, worker crash rate ${plan.crashRate}`,
   );
@@ -93,42 +150,75 @@ async function runOnce(plan: RunPlan, adminUrl: string): Promise<RunSummary> {
   const logDir = path.join(RESULTS, `seed-${plan.seed}`);
   rmSync(logDir, { recursive: true, force: true });
   mkdirSync(logDir, { recursive: true });
-  const cluster = new Cluster({ databaseUrl, consumerCrashRate: plan.crashRate, log, logDir });
+  const cluster = new Cluster({
+    databaseUrl,
+    consumerCrashRate: plan.crashRate,
+    log,
+    logDir,
+    ...(ha ? { loadBalancer: { url: ha.stack.appUrl, appPorts: ha.appPorts } } : {}),
+  });
   const records: ShopperRecord[] = [];
+  const writes = new WriteLog();
+  const windows: { fault: string; detail: string; from: number; to: number }[] = [];
   const started = Date.now();
   let stopOperator = async () => {};
   try {
     await cluster.start();
     stopOperator = startOperator(db, cluster, faults);
+    // With --ha, a steady write every 100 ms or so from each of two probers, so every failover meets writes.
+    const stopProber = ha
+      ? startProber(cluster, faults, writes, { seed: plan.seed, loops: 2, gapMs: 100 })
+      : undefined;
     const skuIds = CATALOGUE.map((item) => item.id);
     let next = 0;
     let finished = 0;
-    const pending = [...SYSTEM_FAULTS];
+    const pending = [...SYSTEM_FAULTS, ...(ha ? HA_FAULTS : [])].sort((a, b) => a.at - b.at);
     const systemFaults: Promise<unknown>[] = [];
+    // With --ha the faults run one after another, so each failover's figures are its own.
+    let previous: Promise<unknown> = Promise.resolve();
+    const inject = async (fault: SystemFault): Promise<unknown> => {
+      if (fault === "drop connections") return cluster.dropDatabaseConnections();
+      if (fault === "pause worker") return cluster.pauseWorker(4_000);
+      if (fault === "kill A" || fault === "kill B") return cluster.killApp(fault === "kill A" ? 0 : 1, 1_500);
+      if (!ha) return;
+      const from = Date.now();
+      let detail = "";
+      if (fault === "kill primary" || fault === "kill primary, standby behind") {
+        const lag = fault === "kill primary" ? {} : { standbyLagMs: 2_000 };
+        const { old, next } = await ha.stack.killPrimary(3_000, lag);
+        detail = `${old} → ${next}`;
+      } else if (fault === "switchover") {
+        const { old, next } = await ha.stack.switchover();
+        detail = `${old} → ${next}`;
+      } else {
+        await ha.stack.restartEtcd(3_000);
+        detail = `primary ${await ha.stack.leader()}`;
+      }
+      windows.push({ fault, detail, from, to: Date.now() });
+    };
     const onFinished = () => {
       finished++;
       while (pending[0] && finished / plan.shoppers >= pending[0].at) {
         const { fault } = pending.shift() as (typeof SYSTEM_FAULTS)[number];
         faults.count(SYSTEM_FAULT_NAMES[fault]);
-        systemFaults.push(
-          fault === "drop connections"
-            ? cluster.dropDatabaseConnections()
-            : fault === "pause worker"
-              ? cluster.pauseWorker(4_000)
-              : cluster.killApp(fault === "kill A" ? 0 : 1, 1_500),
-        );
+        if (ha) {
+          previous = previous.then(() => inject(fault));
+          systemFaults.push(previous);
+        } else systemFaults.push(inject(fault));
       }
     };
     await Promise.all(
       Array.from({ length: plan.concurrency }, async () => {
         while (next < plan.shoppers) {
           const index = next++;
-          records.push(await runShopper({ seed: plan.seed, cluster, faults, skuIds }, index));
+          records.push(await runShopper({ seed: plan.seed, cluster, faults, skuIds, writes }, index));
           onFinished();
         }
       }),
     );
     await Promise.all(systemFaults);
+    const probed = (await stopProber?.()) ?? { orders: [] as ProbeOrder[], gaveUp: [] };
+    if (ha) log(`the probers placed ${probed.orders.length} orders through the failovers`);
     log(`shoppers done in ${((Date.now() - started) / 1000).toFixed(1)} s; waiting for the system to settle`);
     const settled = await settle(db, 120_000);
     await stopOperator();
@@ -140,15 +230,48 @@ async function runOnce(plan: RunPlan, adminUrl: string): Promise<RunSummary> {
     const invariants = new Invariants();
     if (!settled.ok) invariants.check("the system settles within 120 s", 1, [settled.detail]);
     await checkInvariants(db, records, invariants);
+    if (ha)
+      invariants.check(
+        "every prober order and cancel got its answer (none gave up)",
+        probed.orders.length,
+        probed.gaveUp,
+      );
+    invariants.check(
+      "every acknowledged order is still the answer to its request, after every fault (sent again at the end)",
+      ...(await checkAnswersHold(cluster, [...acknowledgedOrders(records), ...probed.orders], faults)),
+    );
     printReport(faults, invariants, (line) => log(line));
+    writeFileSync(path.join(logDir, "writes.json"), JSON.stringify({ windows, writes: writes.entries() }));
+    const failovers = windows.map(({ fault, detail, from, to }): Failover => {
+      const { held, longestSilence } = writes.during(from, to);
+      return {
+        fault,
+        detail,
+        seconds: (to - from) / 1000,
+        writesHeld: held.length,
+        p50: percentile(held, 0.5),
+        max: held.at(-1) ?? 0,
+        longestSilence,
+      };
+    });
+    if (ha) {
+      log(`database faults (${ha.synchronous ? "synchronous" : "asynchronous"} replication)`);
+      for (const f of failovers) {
+        log(
+          `  ${f.fault} (${f.detail}): whole again in ${f.seconds.toFixed(1)} s; ${f.writesHeld} writes held up, ` +
+            `waiting p50 ${f.p50.toFixed(1)} s, max ${f.max.toFixed(1)} s; no write answered for ${f.longestSilence.toFixed(1)} s`,
+        );
+      }
+    }
     const ok = invariants.violationCount === 0;
     log(
       ok
         ? `seed ${plan.seed}: no violation`
-        : `seed ${plan.seed}: ${invariants.violationCount} violation(s) — kept in ${REGRESSIONS}`,
+        : `seed ${plan.seed}: ${invariants.violationCount} violation(s)${ha ? "" : ` — kept in ${REGRESSIONS}`}`,
     );
-    if (!ok) keepRegression(plan, invariants);
-    return { plan, faults: faults.entries(), checks: invariants.checks };
+    // The kept seeds are replayed on one server; a failure of the cluster run is its own (CI runs it every time).
+    if (!ok && !ha) keepRegression(plan, invariants);
+    return { plan, faults: faults.entries(), checks: invariants.checks, ...(ha ? { failovers } : {}) };
   } finally {
     await stopOperator();
     await cluster.stop().catch(() => {});
@@ -189,14 +312,29 @@ async function main() {
   if (plans.length === 0) log(`no seeds in ${REGRESSIONS} yet`);
   let adminUrl = env.DATABASE_URL;
   let stopServer = async () => {};
-  if (!adminUrl) {
+  let ha: HaRun | undefined;
+  if (args.has("ha")) {
+    const missing = missingTools();
+    if (missing.length > 0) {
+      log(`--ha needs ${missing.join(", ")}: apt-get install -y patroni etcd-server haproxy postgresql`);
+      return 1;
+    }
+    const appPorts = [await freePort(), await freePort()];
+    const synchronous = !args.has("async-replication");
+    rmSync(path.join(RESULTS, "ha"), { recursive: true, force: true });
+    const stack = new HaStack({ synchronous, appPorts, log, logDir: path.join(RESULTS, "ha") });
+    await stack.start();
+    ha = { stack, appPorts, synchronous };
+    adminUrl = stack.databaseUrl();
+    stopServer = () => stack.stop();
+  } else if (!adminUrl) {
     const server = await startThrowawayPostgres("checkout-chaos-pg", ["-c", "max_connections=300"]);
     adminUrl = server.adminUrl;
     stopServer = server.stop;
   }
   const runs: RunSummary[] = [];
   try {
-    for (const plan of plans) runs.push(await runOnce(plan, adminUrl));
+    for (const plan of plans) runs.push(await runOnce(plan, adminUrl, ha));
   } finally {
     await stopServer();
   }
@@ -204,7 +342,7 @@ async function main() {
   // One row per invariant and run, in the shape CI's totals read (.ci/totals.mjs).
   mkdirSync(RESULTS, { recursive: true });
   writeFileSync(
-    path.join(RESULTS, "latest.json"),
+    path.join(RESULTS, ha ? "ha-latest.json" : "latest.json"),
     JSON.stringify(
       {
         at: new Date().toISOString(),

@@ -188,6 +188,30 @@ describe("checkout.createOrder", () => {
     expect((await counts(userId))?.orders).toBe(1);
   });
 
+  it("answers a retryable 503, and writes nothing, when the server it reaches has become a read-only standby", async () => {
+    // A failover or a switchover demotes the primary: until the load balancer's health check sees it, a
+    // connection can still land on it, and every write fails with 25006 (read_only_sql_transaction).
+    const userId = shopper();
+    const input = { requestId: randomUUID(), items: mug(1) };
+    const demoted = createDb(t.url, { max: 1 });
+    try {
+      await demoted.$client`SET default_transaction_read_only = on`;
+      await expect(
+        createOrder(demoted, userId, input, { idempotency: app.idempotency }),
+      ).rejects.toMatchObject({
+        code: "SERVICE_UNAVAILABLE",
+        details: { retryable: true },
+      });
+      expect(await counts(userId)).toEqual({ orders: 0, items: 0, records: 0 });
+      // The retry reaches the new primary and makes the one order.
+      const retried = await createOrder(t.db, userId, input, { idempotency: app.idempotency });
+      expect(retried.replayed).toBe(false);
+      expect(await counts(userId)).toEqual({ orders: 1, items: 1, records: 1 });
+    } finally {
+      await closeDb(demoted);
+    }
+  });
+
   it("leaves the key retryable after a transient database failure; the retry makes one order", async () => {
     const userId = shopper();
     const input = { requestId: randomUUID(), items: mug(1) };

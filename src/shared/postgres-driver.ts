@@ -245,8 +245,20 @@ const CONNECTION_ERROR_CODES = new Set([
   "CONNECT_TIMEOUT",
 ]);
 /** SQLSTATE classes that mean "try again", not "your request is wrong". */
-// serialization failure, deadlock, lock not available, statement timeout, admin shutdown, too many connections
-const TRANSIENT_SQLSTATES = new Set(["40001", "40P01", "55P03", "57014", "57P01", "57P02", "57P03", "53300"]);
+// serialization failure, deadlock, lock not available, statement timeout, admin shutdown, too many connections,
+// and a write on a read-only server (25006): a primary demoted by a failover or a switchover, reached before
+// the load balancer's health check moved connections to the new primary.
+const TRANSIENT_SQLSTATES = new Set([
+  "40001",
+  "40P01",
+  "55P03",
+  "57014",
+  "57P01",
+  "57P02",
+  "57P03",
+  "53300",
+  "25006",
+]);
 
 /** Database unreachable, connection lost, serialization failure: worth retrying. */
 export function isTransientError(error: unknown): boolean {

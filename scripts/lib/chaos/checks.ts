@@ -1,8 +1,10 @@
 import type { Db } from "~/server/db/client";
 import { reconcile } from "~/server/reconciliation/reconcile";
-import { sleep } from "./client";
-import { CHAOS_PAYMENT_TIMEOUT_S } from "./cluster";
-import type { Invariants } from "./report";
+import { ChaosClient, sleep } from "./client";
+import { CHAOS_PAYMENT_TIMEOUT_S, type Cluster } from "./cluster";
+import type { ProbeOrder } from "./prober";
+import type { Faults, Invariants } from "./report";
+import { Rng } from "./rng";
 import type { ShopperRecord } from "./shopper";
 
 /** Work the system still owes itself: unrelayed events, queued or locked jobs, unfinished refunds and deliveries. */
@@ -389,4 +391,54 @@ export async function checkCouponSpends(
     }
   }
   return [spends.length, problems];
+}
+
+/**
+ * Once the run is over (every failover, kill and drop behind it), each acknowledged order's request is
+ * sent again, with its key and session: the answer must still name the order it named then. A write the
+ * database acknowledged and then lost (an asynchronous standby promoted without it) shows here as a new
+ * order made for an old key.
+ */
+export async function checkAnswersHold(
+  cluster: Cluster,
+  acknowledged: ProbeOrder[],
+  faults: Faults,
+): Promise<[number, string[]]> {
+  const violations: string[] = [];
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: 8 }, async (_, lane) => {
+      const client = new ChaosClient(cluster, Rng.forParticipant(0, lane), faults);
+      while (next < acknowledged.length) {
+        const order = acknowledged[next++] as ProbeOrder;
+        const answer = await client
+          .resume(order.session)
+          .mutate<{ orderId: string }>("checkout.createOrder", {
+            requestId: order.requestId,
+            items: order.items,
+          })
+          .catch((error: unknown) => ({ ok: false as const, error: String(error) }));
+        const named = answer.ok ? answer.value.orderId : JSON.stringify(answer.error).slice(0, 120);
+        if (named !== order.orderIds[0]) {
+          violations.push(
+            `${order.label}: acknowledged order ${order.orderIds[0]}; the same request now answers ${named}`,
+          );
+        }
+      }
+    }),
+  );
+  return [acknowledged.length, violations];
+}
+
+/** The shoppers' acknowledged orders, as the check above reads them. */
+export function acknowledgedOrders(records: ShopperRecord[]): ProbeOrder[] {
+  return records
+    .filter((r) => r.orderIds.length > 0 && r.session)
+    .map((r) => ({
+      label: `shopper ${r.index}`,
+      session: r.session,
+      requestId: r.requestId,
+      items: r.items,
+      orderIds: r.orderIds,
+    }));
 }

@@ -1,6 +1,7 @@
 import type { Cluster } from "./cluster";
 import type { Faults } from "./report";
 import type { Rng } from "./rng";
+import type { WriteLog } from "./write-log";
 
 export interface TrpcError {
   message: string;
@@ -42,7 +43,19 @@ export class ChaosClient {
     private readonly cluster: Cluster,
     private readonly rng: Rng,
     private readonly faults: Faults,
+    private readonly writes?: WriteLog,
   ) {}
+
+  /** The session cookie (to come back as the same shopper later). */
+  get session(): string {
+    return this.cookie;
+  }
+
+  /** Carries on as the shopper whose session this is. */
+  resume(session: string): this {
+    this.cookie = session;
+    return this;
+  }
 
   /** The first request makes the session. */
   async visit(): Promise<void> {
@@ -56,7 +69,7 @@ export class ChaosClient {
 
   query<T>(path: string, input: unknown): Promise<Answer<T>> {
     const search = input === undefined ? "" : `?input=${encodeURIComponent(JSON.stringify({ json: input }))}`;
-    return this.withRetries(path, undefined, (base) =>
+    return this.withRetries(path, undefined, false, (base) =>
       this.send<T>(`${base}/api/trpc/${path}${search}`, { method: "GET" }),
     );
   }
@@ -73,7 +86,7 @@ export class ChaosClient {
   ): Promise<Answer<T>> {
     let lose = options.loseFirstAnswer ?? false;
     for (;;) {
-      const answer = await this.withRetries(path, options.instance, (base) =>
+      const answer = await this.withRetries(path, options.instance, true, (base) =>
         this.send<T>(`${base}/api/trpc/${path}`, {
           method: "POST",
           headers: { "content-type": "application/json" },
@@ -101,6 +114,9 @@ export class ChaosClient {
     init: RequestInit,
     expected: number[],
   ): Promise<{ status: number; body: string }> {
+    const write = init.method === "POST";
+    const began = Date.now();
+    let failed = false;
     for (let attempt = 0; ; attempt++) {
       const base = this.cluster.url(this.rng.int(0, 1) + attempt);
       let status: number | string;
@@ -112,10 +128,16 @@ export class ChaosClient {
         });
         // The body is read here too: an instance killed mid-answer fails the read, not just the fetch.
         const text = await response.text();
-        if (expected.includes(response.status)) return { status: response.status, body: text };
+        if (expected.includes(response.status)) {
+          if (write)
+            this.writes?.record({ what: path.split("?")[0] ?? path, from: began, to: Date.now(), failed });
+          return { status: response.status, body: text };
+        }
+        if (response.status >= 500) failed = true;
         status = response.status;
         this.faults.count(`page answered ${status} (shopper tries again)`);
       } catch (error) {
+        failed = true;
         status = String(error);
         this.faults.count("instance unreachable (client tries the other)");
       }
@@ -127,8 +149,15 @@ export class ChaosClient {
   private async withRetries<T>(
     path: string,
     instance: number | undefined,
+    write: boolean,
     attempt: (base: string) => Promise<Answer<T>>,
   ): Promise<Answer<T>> {
+    const began = Date.now();
+    let failed = false;
+    const done = (answer: Answer<T>) => {
+      if (write) this.writes?.record({ what: path, from: began, to: Date.now(), failed });
+      return answer;
+    };
     for (let tries = 0; ; tries++) {
       // The instance asked for first (else either), then the other one on each retry.
       const base = this.cluster.url((instance ?? this.rng.int(0, 1)) + tries);
@@ -136,14 +165,17 @@ export class ChaosClient {
       try {
         answer = await attempt(base);
       } catch (error) {
+        failed = true;
         if (tries >= 60) throw new GaveUp(`${path}: ${String(error)}`);
         this.faults.count("instance unreachable (client tries the other)");
         await sleep(100 + Math.min(tries, 10) * 50);
         continue;
       }
-      if (answer.ok) return answer;
+      if (answer.ok) return done(answer);
       const code = answer.error.data.domainCode ?? answer.error.data.code;
-      if (!RETRYABLE.has(code)) return answer;
+      if (!RETRYABLE.has(code)) return done(answer);
+      // The database away (a failover): not a duplicate waiting for its first copy.
+      if (code === "SERVICE_UNAVAILABLE") failed = true;
       if (tries >= 60) throw new GaveUp(`${path}: still ${code}`);
       this.faults.count(`client retry after ${code}`);
       await sleep(code === "RATE_LIMITED" ? 1_000 : 50 + Math.min(tries, 10) * 50);

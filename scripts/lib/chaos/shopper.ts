@@ -2,12 +2,17 @@ import { type Answer, ChaosClient, firstValue, sleep } from "./client";
 import { CHAOS_ADMIN_TOKEN, type Cluster } from "./cluster";
 import type { Faults } from "./report";
 import { Rng } from "./rng";
+import type { WriteLog } from "./write-log";
 
 /** What one shopper did and what every answer said: the run checks the database against it. */
 export interface ShopperRecord {
   index: number;
   userId: string;
+  /** The session cookie, to ask again as this shopper once the run is over. */
+  session: string;
   requestId: string;
+  /** The order's lines, as sent (the same request again must be answered the same). */
+  items: { skuId: string; quantity: number }[];
   /** Every order id an answer for this request id named (all must be the same one). */
   orderIds: string[];
   /** A business refusal (e.g. OUT_OF_STOCK), stored and replayed for the key. */
@@ -41,6 +46,7 @@ export interface ShopperContext {
   cluster: Cluster;
   faults: Faults;
   skuIds: readonly string[];
+  writes?: WriteLog;
 }
 
 const PAID = new Set(["PAID", "SHIPPED", "STOCK_SHORT", "REFUNDED"]);
@@ -73,11 +79,18 @@ const FAULT_NAMES: Record<string, string> = {
  */
 export async function runShopper(ctx: ShopperContext, index: number): Promise<ShopperRecord> {
   const plan = Rng.forParticipant(ctx.seed, index);
-  const client = new ChaosClient(ctx.cluster, Rng.forParticipant(ctx.seed, index + 1_000_000), ctx.faults);
+  const client = new ChaosClient(
+    ctx.cluster,
+    Rng.forParticipant(ctx.seed, index + 1_000_000),
+    ctx.faults,
+    ctx.writes,
+  );
   const record: ShopperRecord = {
     index,
     userId: "",
+    session: "",
     requestId: plan.key("order"),
+    items: [],
     orderIds: [],
     refusals: [],
     amountCents: 0,
@@ -91,7 +104,9 @@ export async function runShopper(ctx: ShopperContext, index: number): Promise<Sh
   try {
     await client.visit();
     record.userId = client.userId;
+    record.session = client.session;
     const items = pickCart(plan, ctx.skuIds);
+    record.items = items;
 
     // Order: one, two or three clicks at once; sometimes the first answer is lost after the commit.
     const clicks = plan.pick([1, 1, 1, 2, 2, 3]);

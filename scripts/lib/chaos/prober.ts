@@ -1,0 +1,75 @@
+import { ChaosClient, GaveUp, sleep } from "./client";
+import type { Cluster } from "./cluster";
+import type { Faults } from "./report";
+import { Rng } from "./rng";
+import type { WriteLog } from "./write-log";
+
+/** An order the prober placed, and the answer it got: checked again once the run is over. */
+export interface ProbeOrder {
+  label: string;
+  session: string;
+  requestId: string;
+  items: { skuId: string; quantity: number }[];
+  orderIds: string[];
+}
+
+/**
+ * A steady stream of writes through the load balancer for the whole run (`--ha`): `loops` shoppers that
+ * each place a one-mug order, cancel it, wait `gapMs`, and go again. Shoppers write in bursts; the prober makes
+ * sure every failover meets writes, so its unavailability is measured, and every acknowledged order is a
+ * write that a failover must not lose. Returns a stop that resolves with what it placed.
+ */
+export function startProber(
+  cluster: Cluster,
+  faults: Faults,
+  writes: WriteLog,
+  options: { seed: number; loops: number; gapMs: number },
+): () => Promise<{ orders: ProbeOrder[]; gaveUp: string[] }> {
+  let stopped = false;
+  const orders: ProbeOrder[] = [];
+  const gaveUp: string[] = [];
+  const loops = Array.from({ length: options.loops }, async (_, loop) => {
+    const rng = Rng.forParticipant(options.seed, 2_000_000 + loop);
+    let client = new ChaosClient(cluster, rng, faults, writes);
+    for (let n = 0; !stopped; n++) {
+      // A new shopper every ten orders: one shopper's writes stay under the gateway's rate limit (429 would
+      // read as unavailability). Its first order makes its session (no read first: a prober only writes).
+      if (n > 0 && n % 10 === 0) client = new ChaosClient(cluster, rng, faults, writes);
+      const probe: ProbeOrder = {
+        label: `prober ${loop}, order ${n}`,
+        session: "",
+        requestId: rng.key("probe"),
+        items: [{ skuId: "SKU-MUG", quantity: 1 }],
+        orderIds: [],
+      };
+      try {
+        const answer = await client.mutate<{ orderId: string }>("checkout.createOrder", {
+          requestId: probe.requestId,
+          items: probe.items,
+        });
+        if (answer.ok) {
+          probe.session = client.session;
+          probe.orderIds.push(answer.value.orderId);
+          orders.push(probe);
+          // Cancelled at once (a write too): nothing is left for the payment timeout to close.
+          const cancelled = await client.mutate<{ status: string }>("orders.cancel", {
+            orderId: answer.value.orderId,
+          });
+          if (!cancelled.ok || cancelled.value.status !== "CLOSED") {
+            gaveUp.push(`${probe.label}: cancel answered ${JSON.stringify(cancelled).slice(0, 160)}`);
+          }
+        } else
+          gaveUp.push(`${probe.label}: refused ${answer.error.data.domainCode ?? answer.error.data.code}`);
+      } catch (error) {
+        if (!(error instanceof GaveUp)) throw error;
+        gaveUp.push(`${probe.label}: ${error.message}`);
+      }
+      await sleep(options.gapMs);
+    }
+  });
+  return async () => {
+    stopped = true;
+    await Promise.all(loops);
+    return { orders, gaveUp };
+  };
+}
