@@ -269,13 +269,14 @@ export class HaStack {
         : Promise.resolve();
     await stopped(this.haproxy);
     await Promise.all(this.nodes.map((node) => stopped(node.process)));
-    // A postmaster whose Patroni was killed would outlive it.
-    for (const node of this.nodes) {
-      const pid = postmasterPid(node.dataDir);
-      if (pid) killQuietly(pid);
-    }
+    // A postmaster whose Patroni was killed would outlive it; the folder goes once it has exited.
+    const postmasters = this.nodes
+      .map((node) => postmasterPid(node.dataDir))
+      .filter((pid) => pid !== undefined);
+    for (const pid of postmasters) killQuietly(pid);
+    await waitFor("the postmasters to exit", 15_000, async () => postmasters.every((pid) => !running(pid)));
     await stopped(this.etcd);
-    rmSync(this.dir, { recursive: true, force: true });
+    rmSync(this.dir, { recursive: true, force: true, maxRetries: 10, retryDelay: 200 });
   }
 
   private patroniConfig(node: Node, binDir: string) {
@@ -505,6 +506,16 @@ function childrenOf(pid: number): number[] {
       .map(Number);
   } catch {
     return [];
+  }
+}
+
+/** Running, as opposed to gone or a zombie nobody reaped yet. */
+function running(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return !/^\S+ \(.*\) Z/.test(stat);
+  } catch {
+    return false;
   }
 }
 
