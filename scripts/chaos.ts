@@ -237,8 +237,8 @@ async function runOnce(plan: RunPlan, adminUrl: string, ha?: HaRun): Promise<Run
         probed.gaveUp,
       );
     invariants.check(
-      "every acknowledged order is still the answer to its request, after every fault (sent again at the end)",
-      ...(await checkAnswersHold(cluster, [...acknowledgedOrders(records), ...probed.orders], faults)),
+      "every acknowledged order is still in the database and still the answer to its request, after every fault (sent again at the end)",
+      ...(await checkAnswersHold(db, cluster, [...acknowledgedOrders(records), ...probed.orders], faults)),
     );
     printReport(faults, invariants, (line) => log(line));
     writeFileSync(path.join(logDir, "writes.json"), JSON.stringify({ windows, writes: writes.entries() }));

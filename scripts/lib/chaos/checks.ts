@@ -394,17 +394,29 @@ export async function checkCouponSpends(
 }
 
 /**
- * Once the run is over (every failover, kill and drop behind it), each acknowledged order's request is
- * sent again, with its key and session: the answer must still name the order it named then. A write the
+ * Once the run is over (every failover, kill and drop behind it), each acknowledged order must be in the
+ * database, and its request, sent again with its key and session, must still name the order it named then. A write the
  * database acknowledged and then lost (an asynchronous standby promoted without it) shows here as a new
  * order made for an old key.
  */
 export async function checkAnswersHold(
+  db: Db,
   cluster: Cluster,
   acknowledged: ProbeOrder[],
   faults: Faults,
 ): Promise<[number, string[]]> {
   const violations: string[] = [];
+  // The database first: an instance's replay cache could still answer an order the database lost.
+  const ids = acknowledged.map((order) => order.orderIds[0] as string);
+  const kept = new Set(
+    (await db.$client<{ id: string }[]>`SELECT id FROM orders WHERE id = ANY(${ids}::uuid[])`).map(
+      (r) => r.id,
+    ),
+  );
+  for (const order of acknowledged) {
+    if (!kept.has(order.orderIds[0] as string))
+      violations.push(`${order.label}: acknowledged order ${order.orderIds[0]} is not in the database`);
+  }
   let next = 0;
   await Promise.all(
     Array.from({ length: 8 }, async (_, lane) => {
