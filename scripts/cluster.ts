@@ -51,12 +51,15 @@ async function main(): Promise<number> {
     if (stopping) return;
     stopping = true;
     log("stopping the app instances, the worker, HAProxy, Patroni and etcd");
-    await apps?.stop().catch(() => {});
-    await stack.stop().catch(() => {});
+    const failed = (what: string) => (error: unknown) =>
+      log(`${what} did not stop cleanly: ${error instanceof Error ? error.message : String(error)}`);
+    await apps?.stop().catch(failed("the app instances"));
+    await stack.stop().catch(failed("the database cluster"));
+    log("stopped");
     exitWith(code);
   };
-  process.removeAllListeners("SIGINT");
-  process.removeAllListeners("SIGTERM");
+  // Added beside tsx's own listeners, which tell the tsx parent that the signal arrived (without them it
+  // SIGKILLs this process 60 ms later, and the cluster's processes and folder are left behind).
   process.on("SIGINT", () => void stop(0));
   process.on("SIGTERM", () => void stop(0));
   try {
