@@ -61,6 +61,20 @@ describe("the event worker", () => {
     try {
       const orders = await Promise.all(Array.from({ length: 6 }, () => placePaidOrder(app, mug)));
       for (let drop = 0; drop < 3; drop++) {
+        // The worker takes its LISTEN connection again after a backoff: wait until it has, so that every
+        // drop really cuts it (a drop that found nothing to cut would prove nothing, and under load 150 ms
+        // was not always enough for anything to reconnect).
+        await expect
+          .poll(
+            async () =>
+              (
+                await database.sql<{ n: number }[]>`
+                  SELECT count(*)::int AS n FROM pg_stat_activity
+                   WHERE datname = current_database() AND pid <> pg_backend_pid() AND query ILIKE 'LISTEN%'`
+              )[0]?.n,
+            { timeout: 20_000, interval: 50 },
+          )
+          .toBeGreaterThan(0);
         const [dropped] = await database.sql`
           SELECT count(pg_terminate_backend(pid))::int AS n FROM pg_stat_activity
            WHERE datname = current_database() AND pid <> pg_backend_pid()`;

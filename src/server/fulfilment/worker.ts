@@ -55,6 +55,10 @@ async function consumeJob(db: Db, job: ConsumeJob, hooks?: ConsumeHooks) {
  * outbox into the queue. Runs inside the app or as `npm run worker`, any
  * number at once.
  */
+/** A runner that failed to get a job this often in a row, for this long, is replaced (see startWorker). */
+const GET_JOB_STUCK_FAILURES = 10;
+const GET_JOB_STUCK_MS = 3_000;
+
 export async function startWorker(db: Db, options: WorkerOptions): Promise<RunningWorker> {
   const logger = new Logger(() => (level, message, meta) => {
     const method = level === "error" ? "error" : level === "warning" ? "warn" : "debug";
@@ -79,6 +83,31 @@ export async function startWorker(db: Db, options: WorkerOptions): Promise<Runni
   let stopped = false;
   let runner: Runner | undefined;
   let restarts = 0;
+  // A runner can also go on without taking a job ever again: when a dropped connection leaves a broken
+  // client in graphile-worker's pool, every "get job" fails with the same error, forever ("Failed to acquire
+  // job … (204 contiguous fails)"), and the pool does not end. Seen when the LISTEN connection and the pool's
+  // were all dropped while jobs were queued (test/worker-recovery.test.ts). So a runner that has failed to get
+  // a job for GET_JOB_STUCK_MS, at least GET_JOB_STUCK_FAILURES times in a row, is stopped and replaced with
+  // a new one (and a new pool).
+  let getJobFailures = 0;
+  let failingSince = 0;
+  events.on("worker:getJob:empty", () => {
+    getJobFailures = 0;
+  });
+  events.on("job:start", () => {
+    getJobFailures = 0;
+  });
+  events.on("worker:getJob:error", ({ error }) => {
+    if (getJobFailures++ === 0) failingSince = Date.now();
+    const stuck = runner;
+    if (!stuck || getJobFailures < GET_JOB_STUCK_FAILURES || Date.now() - failingSince < GET_JOB_STUCK_MS)
+      return;
+    getJobFailures = 0;
+    options.log.error({ err: error }, "the job runner cannot get jobs any more; replacing it");
+    void stuck
+      .stop()
+      .catch((err: unknown) => options.log.debug({ err }, "stuck runner did not stop cleanly"));
+  });
   const startRunner = async (): Promise<void> => {
     const started = await run({
       connectionString: options.connectionString,
