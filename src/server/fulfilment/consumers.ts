@@ -129,7 +129,7 @@ export const benefitsConsumer: Consumer = {
           code: `THANKS-${randomBytes(4).toString("hex").toUpperCase()}`,
         },
       ])
-      .onConflictDoNothing({ target: [benefitGrant.orderId, benefitGrant.benefitType] })
+      .onConflictDoNothing({ target: [benefitGrant.userId, benefitGrant.orderId, benefitGrant.benefitType] })
       .returning({ id: benefitGrant.id });
     return granted.length > 0 ? "APPLIED" : "SKIPPED";
   },

@@ -285,7 +285,8 @@ export const benefitGrant = pgTable(
     createdAt: createdAt(),
   },
   (t) => [
-    uniqueIndex("benefit_grant_order_type_uq").on(t.orderId, t.benefitType),
+    // Led by the shopper, the future distribution column (docs/scale-out.md, test/shard-ready.test.ts).
+    uniqueIndex("benefit_grant_user_order_type_uq").on(t.userId, t.orderId, t.benefitType),
     uniqueIndex("benefit_grant_code_uq").on(t.code),
     inList("benefit_grant_type_valid", "benefit_type", BENEFIT_TYPES),
   ],
@@ -314,7 +315,7 @@ export const couponRedemption = pgTable(
   },
   (t) => [
     uniqueIndex("coupon_redemption_active_code_uq").on(t.code).where(sql`status = 'ACTIVE'`),
-    uniqueIndex("coupon_redemption_order_uq").on(t.orderId),
+    uniqueIndex("coupon_redemption_user_order_uq").on(t.userId, t.orderId),
     check("coupon_redemption_discount_positive", sql`${t.discountCents} > 0`),
     inList("coupon_redemption_status_valid", "status", COUPON_REDEMPTION_STATUSES),
   ],
