@@ -24,6 +24,7 @@ import { runMigrations } from "~/server/db/migrate";
 import { CATALOGUE, seedCatalogue } from "~/server/db/seed";
 import { ensureBuild } from "./lib/build";
 import {
+  type AcknowledgedOrder,
   acknowledgedOrders,
   checkAnswersHold,
   checkInvariants,
@@ -32,7 +33,7 @@ import {
 } from "./lib/chaos/checks";
 import { Cluster } from "./lib/chaos/cluster";
 import { startOperator } from "./lib/chaos/operator";
-import { type ProbeOrder, startProber } from "./lib/chaos/prober";
+import { startProber } from "./lib/chaos/prober";
 import { Faults, Invariants, printReport } from "./lib/chaos/report";
 import { runShopper, type ShopperRecord } from "./lib/chaos/shopper";
 import { percentile, WriteLog } from "./lib/chaos/write-log";
@@ -217,7 +218,7 @@ async function runOnce(plan: RunPlan, adminUrl: string, ha?: HaRun): Promise<Run
       }),
     );
     await Promise.all(systemFaults);
-    const probed = (await stopProber?.()) ?? { orders: [] as ProbeOrder[], gaveUp: [] };
+    const probed = (await stopProber?.()) ?? { orders: [] as AcknowledgedOrder[], gaveUp: [] };
     if (ha) log(`the probers placed ${probed.orders.length} orders through the failovers`);
     log(`shoppers done in ${((Date.now() - started) / 1000).toFixed(1)} s; waiting for the system to settle`);
     const settled = await settle(db, 120_000);

@@ -2,7 +2,6 @@ import type { Db } from "~/server/db/client";
 import { reconcile } from "~/server/reconciliation/reconcile";
 import { ChaosClient, sleep } from "./client";
 import { CHAOS_PAYMENT_TIMEOUT_S, type Cluster } from "./cluster";
-import type { ProbeOrder } from "./prober";
 import type { Faults, Invariants } from "./report";
 import { Rng } from "./rng";
 import type { ShopperRecord } from "./shopper";
@@ -393,6 +392,16 @@ export async function checkCouponSpends(
   return [spends.length, problems];
 }
 
+/** An order whose creation was answered (a shopper's or a prober's): checked again once the run is over. */
+export interface AcknowledgedOrder {
+  label: string;
+  /** The session cookie it was placed with. */
+  session: string;
+  requestId: string;
+  items: { skuId: string; quantity: number }[];
+  orderIds: string[];
+}
+
 /**
  * Once the run is over (every failover, kill and drop behind it), each acknowledged order must be in the
  * database, and its request, sent again with its key and session, must still name the order it named then. A write the
@@ -402,7 +411,7 @@ export async function checkCouponSpends(
 export async function checkAnswersHold(
   db: Db,
   cluster: Cluster,
-  acknowledged: ProbeOrder[],
+  acknowledged: AcknowledgedOrder[],
   faults: Faults,
 ): Promise<[number, string[]]> {
   const violations: string[] = [];
@@ -422,7 +431,7 @@ export async function checkAnswersHold(
     Array.from({ length: 8 }, async (_, lane) => {
       const client = new ChaosClient(cluster, Rng.forParticipant(0, lane), faults);
       while (next < acknowledged.length) {
-        const order = acknowledged[next++] as ProbeOrder;
+        const order = acknowledged[next++] as AcknowledgedOrder;
         const answer = await client
           .resume(order.session)
           .mutate<{ orderId: string }>("checkout.createOrder", {
@@ -443,7 +452,7 @@ export async function checkAnswersHold(
 }
 
 /** The shoppers' acknowledged orders, as the check above reads them. */
-export function acknowledgedOrders(records: ShopperRecord[]): ProbeOrder[] {
+export function acknowledgedOrders(records: ShopperRecord[]): AcknowledgedOrder[] {
   return records
     .filter((r) => r.orderIds.length > 0 && r.session)
     .map((r) => ({

@@ -1,17 +1,9 @@
+import type { AcknowledgedOrder } from "./checks";
 import { ChaosClient, GaveUp, sleep } from "./client";
 import type { Cluster } from "./cluster";
 import type { Faults } from "./report";
 import { Rng } from "./rng";
 import type { WriteLog } from "./write-log";
-
-/** An order the prober placed, and the answer it got: checked again once the run is over. */
-export interface ProbeOrder {
-  label: string;
-  session: string;
-  requestId: string;
-  items: { skuId: string; quantity: number }[];
-  orderIds: string[];
-}
 
 /**
  * A steady stream of writes through the load balancer for the whole run (`--ha`): `loops` shoppers that
@@ -24,9 +16,9 @@ export function startProber(
   faults: Faults,
   writes: WriteLog,
   options: { seed: number; loops: number; gapMs: number },
-): () => Promise<{ orders: ProbeOrder[]; gaveUp: string[] }> {
+): () => Promise<{ orders: AcknowledgedOrder[]; gaveUp: string[] }> {
   let stopped = false;
-  const orders: ProbeOrder[] = [];
+  const orders: AcknowledgedOrder[] = [];
   const gaveUp: string[] = [];
   const loops = Array.from({ length: options.loops }, async (_, loop) => {
     const rng = Rng.forParticipant(options.seed, 2_000_000 + loop);
@@ -35,7 +27,7 @@ export function startProber(
       // A new shopper every ten orders: one shopper's writes stay under the gateway's rate limit (429 would
       // read as unavailability). Its first order makes its session (no read first: a prober only writes).
       if (n > 0 && n % 10 === 0) client = new ChaosClient(cluster, rng, faults, writes);
-      const probe: ProbeOrder = {
+      const probe: AcknowledgedOrder = {
         label: `prober ${loop}, order ${n}`,
         session: "",
         requestId: rng.key("probe"),

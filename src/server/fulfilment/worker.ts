@@ -49,16 +49,16 @@ async function consumeJob(db: Db, job: ConsumeJob, hooks?: ConsumeHooks) {
   return { event, outcome: await consumeOnce(db, event, consumer, hooks) };
 }
 
+/** A runner that failed to get a job this often in a row, for this long, is replaced (see startWorker). */
+const GET_JOB_STUCK_FAILURES = 10;
+const GET_JOB_STUCK_MS = 3_000;
+
 /**
  * The event worker: graphile-worker runs the consumer jobs (retries with
  * exponential backoff, dead letters after MAX_ATTEMPTS); a timer relays the
  * outbox into the queue. Runs inside the app or as `npm run worker`, any
  * number at once.
  */
-/** A runner that failed to get a job this often in a row, for this long, is replaced (see startWorker). */
-const GET_JOB_STUCK_FAILURES = 10;
-const GET_JOB_STUCK_MS = 3_000;
-
 export async function startWorker(db: Db, options: WorkerOptions): Promise<RunningWorker> {
   const logger = new Logger(() => (level, message, meta) => {
     const method = level === "error" ? "error" : level === "warning" ? "warn" : "debug";
