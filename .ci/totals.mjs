@@ -4,6 +4,8 @@
 import { existsSync, readFileSync } from "node:fs";
 
 let passed = 0;
+/** What failed, by name, printed last: CI's log may only be read from its tail. */
+const failures = [];
 let failed = Number(process.env.FAILED_STEPS ?? 0);
 for (const file of process.argv.slice(2)) {
   if (!existsSync(file)) {
@@ -17,16 +19,38 @@ for (const file of process.argv.slice(2)) {
   if (report.stats) {
     ok = report.stats.expected + report.stats.flaky;
     bad = report.stats.unexpected;
+    const walk = (suite, titles) => {
+      for (const spec of suite.specs ?? []) {
+        if (!spec.ok) failures.push(`${file}: ${[...titles, spec.title].join(" > ")}`);
+      }
+      for (const child of suite.suites ?? []) walk(child, [...titles, child.title]);
+    };
+    for (const suite of report.suites ?? []) walk(suite, [suite.title]);
   } else if (Array.isArray(report.rows)) {
     ok = report.rows.filter((row) => row.ok).length;
     bad = report.rows.length - ok;
+    for (const row of report.rows.filter((r) => !r.ok)) {
+      failures.push(`${file}: ${row.scenario ?? row.id ?? "?"}`);
+      for (const line of row.detail ?? []) failures.push(`    ${String(line).slice(0, 400)}`);
+    }
   } else {
     ok = report.numPassedTests;
     bad = report.numFailedTests + (report.numRuntimeErrorTestSuites ?? 0);
+    for (const result of report.testResults ?? []) {
+      const failedTests = (result.assertionResults ?? []).filter((t) => t.status === "failed");
+      for (const t of failedTests) failures.push(`${file}: ${result.name} > ${t.fullName}`);
+      if (failedTests.length === 0 && result.status === "failed") {
+        failures.push(`${file}: ${result.name}: ${String(result.message ?? "").slice(0, 300)}`);
+      }
+    }
   }
   console.log(`${file}: ${ok} passed, ${bad} failed`);
   passed += ok;
   failed += bad;
+}
+if (failures.length > 0) {
+  console.log("failed:");
+  for (const line of failures.slice(0, 40)) console.log(`  ${line}`);
 }
 if (passed === 0) failed += 1;
 console.log(`${passed} passed, ${failed} failed`);

@@ -350,8 +350,10 @@ async function main() {
         runs,
         rows: runs.flatMap((run) =>
           run.checks.map((c) => ({
-            scenario: `seed ${run.plan.seed}: ${c.name}`,
+            scenario: `seed ${run.plan.seed} × ${run.plan.shoppers}: ${c.name}`,
             ok: c.violations.length === 0,
+            // The first few violations, so CI's closing lines say what failed (.ci/totals.mjs).
+            detail: c.violations.slice(0, 3),
           })),
         ),
       },
