@@ -124,6 +124,7 @@ describe("idempotent consumers", () => {
     };
     const outboxRow = {
       id: event?.id,
+      userId: event?.user_id,
       eventType: event?.event_type,
       aggregateType: event?.aggregate_type,
       aggregateId: event?.aggregate_id,

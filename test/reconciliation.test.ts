@@ -42,7 +42,8 @@ describe("reconciliation", () => {
   it("reports a second deduction inserted by hand, with the rows involved", async () => {
     const { orderId } = await placePaidOrder(app, [{ skuId: "SKU-ESPRESSO", quantity: 1 }]);
     await fulfil(orderId);
-    await t.sql`INSERT INTO stock_deduct_record (order_id, sku_id, quantity) VALUES (${orderId}, 'SKU-GRINDER', 1)`;
+    await t.sql`INSERT INTO stock_deduct_record (user_id, order_id, sku_id, quantity)
+                SELECT user_id, id, 'SKU-GRINDER', 1 FROM orders WHERE id = ${orderId}`;
     await t.sql`UPDATE sku SET stock = stock - 1 WHERE id = 'SKU-GRINDER'`;
     const report = await reconcile(t.db);
     expect(report.ok).toBe(false);
@@ -65,7 +66,7 @@ describe("reconciliation", () => {
       SELECT o.user_id, 'R-' || n, gen_random_uuid()::text, p.order_id, p.id,
              CASE WHEN n = 1 THEN p.amount_cents / 2 ELSE p.amount_cents - p.amount_cents / 2 END,
              p.currency, 'test', 'REFUND_SUCCESS'
-        FROM payment_order p JOIN orders o ON o.id = p.order_id, generate_series(1, 2) AS n
+        FROM payment_order p JOIN orders o ON o.user_id = p.user_id AND o.id = p.order_id, generate_series(1, 2) AS n
        WHERE p.order_id = ${orderId} AND p.status = 'SUCCESS'`;
     expect(await broken()).toEqual([
       "refunds-within-paid: the successful refunds add up to the payment, but the order is not REFUNDED",

@@ -23,15 +23,16 @@ describe("script exit codes", () => {
   }) => {
     expect(runScript(["scripts/reconcile.ts"], { DATABASE_URL: database.url }).status).toBe(0);
     // Two orders for one (shopper, request_id) cannot be made; an order refunded beyond its amount can.
+    const userId = randomUUID();
     const [order] = await database.sql`
       INSERT INTO orders (user_id, request_id, amount_cents, currency, status)
-      VALUES (${randomUUID()}, ${randomUUID()}, 100, 'USD', 'PAID') RETURNING id`;
+      VALUES (${userId}, ${randomUUID()}, 100, 'USD', 'PAID') RETURNING id`;
     const [payment] = await database.sql`
-      INSERT INTO payment_order (order_id, out_trade_no, amount_cents, currency, status, transaction_id)
-      VALUES (${order?.id}, ${`P-${randomUUID()}`}, 100, 'USD', 'SUCCESS', ${`T-${randomUUID()}`}) RETURNING id`;
+      INSERT INTO payment_order (user_id, order_id, out_trade_no, amount_cents, currency, status, transaction_id)
+      VALUES (${userId}, ${order?.id}, ${`P-${randomUUID()}`}, 100, 'USD', 'SUCCESS', ${`T-${randomUUID()}`}) RETURNING id`;
     await database.sql`
       INSERT INTO refund_order (user_id, refund_no, provider_refund_no, order_id, payment_id, amount_cents, currency, status, reason)
-      VALUES (${randomUUID()}, ${`R-${randomUUID()}`}, ${randomUUID()}, ${order?.id}, ${payment?.id}, 500, 'USD', 'REFUND_SUCCESS', 'test')`;
+      VALUES (${userId}, ${`R-${randomUUID()}`}, ${randomUUID()}, ${order?.id}, ${payment?.id}, 500, 'USD', 'REFUND_SUCCESS', 'test')`;
     const broken = runScript(["scripts/reconcile.ts"], { DATABASE_URL: database.url });
     expect(broken.stdout).toContain("violation");
     expect(broken.status).toBe(1);

@@ -38,37 +38,6 @@ const NOT_BY_SHOPPER: Record<string, string> = {
   provider_refund: "MockPay",
 };
 
-/**
- * Unique indexes of shopper-owned tables that do not lead with `user_id` yet: the rows carry their order's or
- * their own id instead. Moving them to (user_id, …) is the open part of issue 16; this list may only shrink.
- */
-const NOT_YET_BY_SHOPPER = new Set([
-  "orders_pkey",
-  "order_item_pkey",
-  "order_item_order_id_sku_id_uq",
-  "payment_order_pkey",
-  "payment_order_open_per_order_uq",
-  "refund_order_pkey",
-  "refund_line_pkey",
-  "refund_line_refund_sku_uq",
-  "benefit_grant_pkey",
-  "benefit_reversal_pkey",
-  "benefit_reversal_coupon_uq",
-  "benefit_reversal_refund_type_uq",
-  "coupon_redemption_pkey",
-  "shipment_pkey",
-  "shipment_order_uq",
-  "stock_deduct_record_pkey",
-  "stock_deduct_record_order_sku_uq",
-  "stock_return_record_pkey",
-  "stock_return_record_refund_sku_uq",
-  "idempotency_record_pkey",
-  "outbox_event_pkey",
-  "outbox_event_dedupe_key_uq",
-  "message_consume_record_pkey",
-  "message_consume_record_event_consumer_uq",
-]);
-
 let t: TestDatabase;
 beforeAll(async () => {
   t = await createTestDatabase({ poolSize: 1 });
@@ -95,21 +64,30 @@ async function uniqueIndexes(): Promise<UniqueIndex[]> {
 
 function unexplained(indexes: UniqueIndex[]): string[] {
   return indexes
-    .filter(
-      (i) =>
-        i.columns[0] !== "user_id" &&
-        !(i.name in GLOBAL_KEYS) &&
-        !(i.table in NOT_BY_SHOPPER) &&
-        !NOT_YET_BY_SHOPPER.has(i.name),
-    )
+    .filter((i) => i.columns[0] !== "user_id" && !(i.name in GLOBAL_KEYS) && !(i.table in NOT_BY_SHOPPER))
     .map((i) => `${i.name} on ${i.table} (${i.columns.join(", ")})`);
 }
 
 describe("the schema is ready to shard by shopper", () => {
-  it("has every unique index lead with user_id, or be a global key, a table not distributed, or known debt", async () => {
+  it("has every unique index lead with user_id, or be a global key or on a table not distributed", async () => {
     const indexes = await uniqueIndexes();
     expect(indexes.length).toBeGreaterThan(40);
     expect(unexplained(indexes)).toEqual([]);
+  });
+
+  it("has every reference between shopper-owned tables go by (user_id, …), so a shopper's rows join on one shard", async () => {
+    const fks = await t.sql<{ name: string; from_table: string; to_table: string; columns: string[] }[]>`
+      SELECT c.conname AS name, c.conrelid::regclass::text AS from_table, c.confrelid::regclass::text AS to_table,
+             array(SELECT a.attname::text FROM unnest(c.conkey) WITH ORDINALITY k(n, i)
+                     JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = k.n ORDER BY k.i) AS columns
+        FROM pg_constraint c
+       WHERE c.contype = 'f' AND c.connamespace = 'public'::regnamespace`;
+    expect(fks.length).toBeGreaterThan(15);
+    const crossShard = fks
+      .filter((fk) => !(fk.from_table in NOT_BY_SHOPPER) && !(fk.to_table in NOT_BY_SHOPPER))
+      .filter((fk) => fk.columns[0] !== "user_id")
+      .map((fk) => `${fk.name}: ${fk.from_table} (${fk.columns.join(", ")}) → ${fk.to_table}`);
+    expect(crossShard).toEqual([]);
   });
 
   it("fails a migration that adds a unique index without the shopper", async () => {
@@ -123,16 +101,13 @@ describe("the schema is ready to shard by shopper", () => {
     }
   });
 
-  it("keeps its lists true: every entry names an index or table that exists, and debt that is paid leaves the list", async () => {
+  it("keeps its lists true: every entry names an index or table that exists", async () => {
     const indexes = await uniqueIndexes();
     const names = new Set(indexes.map((i) => i.name));
     const tables = new Set(indexes.map((i) => i.table));
     expect(Object.keys(GLOBAL_KEYS).filter((n) => !names.has(n))).toEqual([]);
     expect(Object.keys(NOT_BY_SHOPPER).filter((n) => !tables.has(n))).toEqual([]);
-    expect([...NOT_YET_BY_SHOPPER].filter((n) => !names.has(n))).toEqual([]);
-    const paid = indexes.filter((i) => NOT_YET_BY_SHOPPER.has(i.name) && i.columns[0] === "user_id");
-    expect(paid.map((i) => i.name)).toEqual([]);
-    // What is by shopper already: the keys a shopper's requests are deduplicated on.
+    // Every key of a shopper-owned table, by shopper: primary keys (user_id, id) and the business keys.
     expect(
       indexes
         .filter((i) => i.columns[0] === "user_id")
@@ -140,11 +115,36 @@ describe("the schema is ready to shard by shopper", () => {
         .sort(),
     ).toEqual([
       "api_token_revocation_pkey",
+      "benefit_grant_pkey",
+      "benefit_grant_user_code_uq",
       "benefit_grant_user_order_type_uq",
+      "benefit_reversal_coupon_uq",
+      "benefit_reversal_pkey",
+      "benefit_reversal_refund_type_uq",
+      "coupon_redemption_pkey",
       "coupon_redemption_user_order_uq",
+      "idempotency_record_pkey",
       "idempotency_record_user_biz_key_uq",
+      "message_consume_record_event_consumer_uq",
+      "message_consume_record_pkey",
+      "order_item_order_id_sku_id_uq",
+      "order_item_pkey",
+      "orders_pkey",
       "orders_user_id_request_id_uq",
+      "outbox_event_dedupe_key_uq",
+      "outbox_event_pkey",
+      "payment_order_open_per_order_uq",
+      "payment_order_pkey",
+      "refund_line_pkey",
+      "refund_line_refund_sku_uq",
+      "refund_order_pkey",
       "refund_order_user_refund_no_uq",
+      "shipment_order_uq",
+      "shipment_pkey",
+      "stock_deduct_record_order_sku_uq",
+      "stock_deduct_record_pkey",
+      "stock_return_record_pkey",
+      "stock_return_record_refund_sku_uq",
     ]);
   });
 });

@@ -15,10 +15,10 @@ describe("the status query's schedule", () => {
         INSERT INTO orders (user_id, request_id, amount_cents, currency, created_at)
         SELECT gen_random_uuid()::text, 'abandoned-' || g, 1250, 'USD', now() - interval '1 hour'
           FROM generate_series(1, 500) g
-        RETURNING id, created_at)
-      INSERT INTO payment_order (order_id, out_trade_no, amount_cents, currency, created_at,
+        RETURNING user_id, id, created_at)
+      INSERT INTO payment_order (user_id, order_id, out_trade_no, amount_cents, currency, created_at,
                                  query_attempts, next_query_at, last_queried_at)
-      SELECT id, 'PABANDONED' || replace(id::text, '-', ''), 1250, 'USD', created_at,
+      SELECT user_id, id, 'PABANDONED' || replace(id::text, '-', ''), 1250, 'USD', created_at,
              3, now() - interval '1 second', now() - interval '4 minutes'
         FROM made`;
 

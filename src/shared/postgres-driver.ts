@@ -115,6 +115,8 @@ export interface PoolOptions {
    */
   idleInTransactionTimeoutMs?: number;
   applicationName?: string;
+  /** Sees every statement sent, with its parameters (tests: test/shard-lookups.test.ts explains them). */
+  debug?: (connection: number, query: string, parameters: unknown[]) => void;
 }
 
 /** The longest a closed connection of the pool waits before it connects again, in seconds. */
@@ -139,6 +141,7 @@ export function createPool(url: string, options: PoolOptions = {}): postgres.Sql
       max: options.max ?? 10,
       backoff: reconnectDelay,
       onnotice: () => {},
+      ...(options.debug ? { debug: options.debug } : {}),
       connection: {
         application_name: options.applicationName ?? "exactly-once-checkout",
         ...(options.statementTimeoutMs ? { statement_timeout: options.statementTimeoutMs } : {}),

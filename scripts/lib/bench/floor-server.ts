@@ -41,6 +41,7 @@ async function placeOrder(requestId: string, items: Line[]) {
     if (!order) throw new Error("no order");
     await tx`INSERT INTO order_item ${tx(
       lines.map((line) => ({
+        user_id: USER_ID,
         order_id: order.orderId,
         sku_id: line.skuId,
         sku_name: line.product.name,

@@ -103,8 +103,8 @@ export async function checkInvariants(
   const late = await sql<{ out_trade_no: string; refunds: string; order_status: string }[]>`
     SELECT p.out_trade_no, o.status AS order_status,
            coalesce((SELECT string_agg(r.status || ':' || r.amount_cents || '/' || p.amount_cents, ',')
-                       FROM refund_order r WHERE r.payment_id = p.id), '') AS refunds
-      FROM payment_order p JOIN orders o ON o.id = p.order_id WHERE p.status = 'PAID_LATE'`;
+                       FROM refund_order r WHERE r.user_id = p.user_id AND r.payment_id = p.id), '') AS refunds
+      FROM payment_order p JOIN orders o ON o.user_id = p.user_id AND o.id = p.order_id WHERE p.status = 'PAID_LATE'`;
   invariants.check(
     "money paid for a payment that was no longer the order's went back once, in full (late payments)",
     late.length,
@@ -151,7 +151,7 @@ export async function checkInvariants(
   for (const o of await sql<{ order_id: string; paid: number; refunded: number }[]>`
       SELECT p.order_id, p.amount_cents::int AS paid,
              coalesce((SELECT sum(r.amount_cents) FROM refund_order r
-                        WHERE r.payment_id = p.id AND r.status NOT IN ('REFUND_FAILED', 'REFUND_SUPERSEDED')), 0)::int AS refunded
+                        WHERE r.user_id = p.user_id AND r.payment_id = p.id AND r.status NOT IN ('REFUND_FAILED', 'REFUND_SUPERSEDED')), 0)::int AS refunded
         FROM payment_order p WHERE p.status = 'SUCCESS'`) {
     refundedByOrder.set(o.order_id, o);
   }
@@ -347,7 +347,7 @@ export async function checkCouponSpends(
   >`SELECT o.user_id, o.request_id, o.id, o.status, o.discount_cents, r.status AS redemption,
            extract(epoch FROM r.created_at)::float8 * 1000 AS taken_ms,
            extract(epoch FROM r.released_at)::float8 * 1000 AS released_ms
-      FROM orders o LEFT JOIN coupon_redemption r ON r.order_id = o.id
+      FROM orders o LEFT JOIN coupon_redemption r ON r.user_id = o.user_id AND r.order_id = o.id
      WHERE (o.user_id, o.request_id) IN (SELECT * FROM unnest(
              ${spends.flatMap((s) => s.spend.requestIds.map(() => s.userId))}::text[],
              ${spends.flatMap((s) => s.spend.requestIds)}::text[]))`;
@@ -357,7 +357,7 @@ export async function checkCouponSpends(
     (
       await db.$client<{ code: string }[]>`
         SELECT g.code FROM benefit_grant g
-          JOIN benefit_reversal v ON v.order_id = g.order_id AND v.benefit_type = 'COUPON'
+          JOIN benefit_reversal v ON v.user_id = g.user_id AND v.order_id = g.order_id AND v.benefit_type = 'COUPON'
          WHERE g.benefit_type = 'COUPON' AND g.code IS NOT NULL`
     ).map((r) => r.code),
   );

@@ -59,7 +59,7 @@ export async function opsFigures(db: Db, report?: ReconciliationReport): Promise
              WHERE received_at > now() - interval '10 minutes') AS verified,
            (SELECT count(*)::int FROM refund_order WHERE status = 'REFUND_FAILED') AS failed_refunds,
            (SELECT count(*)::int FROM payment_order p WHERE p.status = 'PAID_LATE'
-             AND NOT EXISTS (SELECT 1 FROM refund_order r WHERE r.payment_id = p.id AND r.status = 'REFUND_SUCCESS'
+             AND NOT EXISTS (SELECT 1 FROM refund_order r WHERE r.user_id = p.user_id AND r.payment_id = p.id AND r.status = 'REFUND_SUCCESS'
                               AND r.amount_cents = p.amount_cents)) AS late`);
   const reconciliation = report ?? (await reconcile(db));
   return {

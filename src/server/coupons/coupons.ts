@@ -2,6 +2,7 @@ import { and, desc, eq, sql } from "drizzle-orm";
 import type { Executor, Tx } from "~/server/db/client";
 import { benefitGrant, benefitReversal, couponRedemption } from "~/server/db/schema";
 import { DomainError } from "~/server/errors";
+import { isOrder, type OrderRef } from "~/server/orders/order-ref";
 
 /**
  * Coupons: granted by the benefits consumer when an order is paid, redeemed by
@@ -26,8 +27,11 @@ export interface Coupon {
   grantedBy: string;
 }
 
-/** The coupon, locked until the transaction ends: redemptions and revocations of one coupon take turns. */
-async function lockCoupon(tx: Tx, code: string): Promise<Coupon | undefined> {
+/**
+ * The shopper's coupon, locked until the transaction ends: redemptions and revocations of one coupon take
+ * turns. Another shopper's code finds nothing (and is looked for on this shopper's rows only).
+ */
+async function lockCoupon(tx: Tx, userId: string, code: string): Promise<Coupon | undefined> {
   const [row] = await tx
     .select({
       code: benefitGrant.code,
@@ -36,7 +40,13 @@ async function lockCoupon(tx: Tx, code: string): Promise<Coupon | undefined> {
       grantedBy: benefitGrant.orderId,
     })
     .from(benefitGrant)
-    .where(and(eq(benefitGrant.code, code), eq(benefitGrant.benefitType, "COUPON")))
+    .where(
+      and(
+        eq(benefitGrant.userId, userId),
+        eq(benefitGrant.code, code),
+        eq(benefitGrant.benefitType, "COUPON"),
+      ),
+    )
     .for("update");
   return row?.code ? { ...row, code: row.code } : undefined;
 }
@@ -45,7 +55,15 @@ async function isRevoked(tx: Executor, coupon: Coupon): Promise<boolean> {
   const [reversal] = await tx
     .select({ id: benefitReversal.id })
     .from(benefitReversal)
-    .where(and(eq(benefitReversal.orderId, coupon.grantedBy), eq(benefitReversal.benefitType, "COUPON")));
+    .where(
+      and(
+        isOrder(benefitReversal, benefitReversal.orderId, {
+          userId: coupon.userId,
+          orderId: coupon.grantedBy,
+        }),
+        eq(benefitReversal.benefitType, "COUPON"),
+      ),
+    );
   return reversal !== undefined;
 }
 
@@ -60,8 +78,8 @@ export async function discountFor(
   code: string,
   subtotalCents: number,
 ): Promise<{ coupon: Coupon; discountCents: number }> {
-  const coupon = await lockCoupon(tx, code);
-  if (!coupon || coupon.userId !== userId) {
+  const coupon = await lockCoupon(tx, userId, code);
+  if (!coupon) {
     throw new DomainError("COUPON_NOT_FOUND", `you have no coupon ${code}`, { meta: { couponCode: code } });
   }
   if (await isRevoked(tx, coupon)) {
@@ -105,11 +123,13 @@ export async function redeem(
 }
 
 /** The order ended without being paid for (cancelled, timed out) or was refunded in full: its coupon comes back. */
-export async function releaseCoupon(tx: Tx, orderId: string): Promise<void> {
+export async function releaseCoupon(tx: Tx, order: OrderRef): Promise<void> {
   await tx
     .update(couponRedemption)
     .set({ status: "RELEASED", releasedAt: sql`now()` })
-    .where(and(eq(couponRedemption.orderId, orderId), eq(couponRedemption.status, "ACTIVE")));
+    .where(
+      and(isOrder(couponRedemption, couponRedemption.orderId, order), eq(couponRedemption.status, "ACTIVE")),
+    );
 }
 
 /**
@@ -117,27 +137,38 @@ export async function releaseCoupon(tx: Tx, orderId: string): Promise<void> {
  * (the reversal's unique key). Spent already: the spending order keeps its discount and
  * the reversal records 0 cents taken back.
  */
-export async function revokeCoupon(tx: Tx, grantingOrderId: string, refundId: string): Promise<boolean> {
+export async function revokeCoupon(tx: Tx, grantingOrder: OrderRef, refundId: string): Promise<boolean> {
   const [grant] = await tx
     .select({ code: benefitGrant.code })
     .from(benefitGrant)
-    .where(and(eq(benefitGrant.orderId, grantingOrderId), eq(benefitGrant.benefitType, "COUPON")));
+    .where(
+      and(isOrder(benefitGrant, benefitGrant.orderId, grantingOrder), eq(benefitGrant.benefitType, "COUPON")),
+    );
   if (!grant?.code) return false;
-  const coupon = await lockCoupon(tx, grant.code);
+  const coupon = await lockCoupon(tx, grantingOrder.userId, grant.code);
   if (!coupon) return false;
   const [active] = await tx
     .select({ orderId: couponRedemption.orderId })
     .from(couponRedemption)
-    .where(and(eq(couponRedemption.code, coupon.code), eq(couponRedemption.status, "ACTIVE")));
+    .where(
+      and(
+        eq(couponRedemption.userId, coupon.userId),
+        eq(couponRedemption.code, coupon.code),
+        eq(couponRedemption.status, "ACTIVE"),
+      ),
+    );
   const [revoked] = await tx
     .insert(benefitReversal)
     .values({
-      orderId: grantingOrderId,
+      ...grantingOrder,
       refundId,
       benefitType: "COUPON",
       amount: active ? 0 : coupon.valueCents,
     })
-    .onConflictDoNothing({ target: benefitReversal.orderId, where: sql`benefit_type = 'COUPON'` })
+    .onConflictDoNothing({
+      target: [benefitReversal.userId, benefitReversal.orderId],
+      where: sql`benefit_type = 'COUPON'`,
+    })
     .returning({ id: benefitReversal.id });
   return revoked !== undefined;
 }
@@ -154,9 +185,11 @@ export async function listCoupons(db: Executor, userId: string) {
       createdAt: benefitGrant.createdAt,
       // Qualified by hand: inside sql`` drizzle may name a column without its table.
       usedOn: sql<string | null>`(SELECT r.order_id FROM coupon_redemption r
-                                    WHERE r.code = benefit_grant.code AND r.status = 'ACTIVE')`,
+                                    WHERE r.user_id = benefit_grant.user_id AND r.code = benefit_grant.code
+                                      AND r.status = 'ACTIVE')`,
       revoked: sql<boolean>`EXISTS (SELECT 1 FROM benefit_reversal v
-                                     WHERE v.order_id = benefit_grant.order_id AND v.benefit_type = 'COUPON')`,
+                                     WHERE v.user_id = benefit_grant.user_id AND v.order_id = benefit_grant.order_id
+                                       AND v.benefit_type = 'COUPON')`,
     })
     .from(benefitGrant)
     .where(and(eq(benefitGrant.userId, userId), eq(benefitGrant.benefitType, "COUPON")))

@@ -1,4 +1,4 @@
-import { eq, sql } from "drizzle-orm";
+import { and, eq, sql } from "drizzle-orm";
 import type { Db, Tx } from "~/server/db/client";
 import { messageConsumeRecord, type outboxEvent } from "~/server/db/schema";
 
@@ -40,15 +40,21 @@ export async function consumeOnce(
   const outcome = await db.transaction(async (tx): Promise<ConsumeOutcome> => {
     const [claimed] = await tx
       .insert(messageConsumeRecord)
-      .values({ eventId: event.id, consumerName: consumer.name, status: "PROCESSING" })
-      .onConflictDoNothing({ target: [messageConsumeRecord.eventId, messageConsumeRecord.consumerName] })
+      .values({ userId: event.userId, eventId: event.id, consumerName: consumer.name, status: "PROCESSING" })
+      .onConflictDoNothing({
+        target: [
+          messageConsumeRecord.userId,
+          messageConsumeRecord.eventId,
+          messageConsumeRecord.consumerName,
+        ],
+      })
       .returning({ id: messageConsumeRecord.id });
     if (!claimed) return "DUPLICATE";
     const result = await consumer.apply(tx, event);
     await tx
       .update(messageConsumeRecord)
       .set({ status: "DONE", result, doneAt: sql`now()` })
-      .where(eq(messageConsumeRecord.id, claimed.id));
+      .where(and(eq(messageConsumeRecord.userId, event.userId), eq(messageConsumeRecord.id, claimed.id)));
     return result;
   });
   await hooks.afterCommit?.(event, consumer.name, outcome);

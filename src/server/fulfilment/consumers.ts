@@ -14,25 +14,36 @@ import {
   stockDeductRecord,
   stockReturnRecord,
 } from "~/server/db/schema";
+import { isOrder, type OrderRef } from "~/server/orders/order-ref";
 import { lockPaidPayment, recordRefund } from "~/server/refunds/create-refund";
 import type { Consumer, OutboxEvent } from "./consume";
 import { pointsHeld, pointsTarget, stockHeld, stockTarget } from "./holdings";
 
 /** Events a consumer can raise in turn, in the same transaction as its effect. */
-async function raise(tx: Tx, eventType: string, orderId: string, payload: Record<string, unknown>) {
+async function raise(
+  tx: Tx,
+  eventType: string,
+  { userId, orderId }: OrderRef,
+  payload: Record<string, unknown>,
+) {
   await tx
     .insert(outboxEvent)
     .values({
+      userId,
       eventType,
       aggregateType: "order",
       aggregateId: orderId,
       dedupeKey: `${eventType}:${orderId}`,
       payload: { orderId, ...payload },
     })
-    .onConflictDoNothing({ target: outboxEvent.dedupeKey });
+    .onConflictDoNothing({ target: [outboxEvent.userId, outboxEvent.dedupeKey] });
 }
 
-const orderIdOf = (event: OutboxEvent) => (event.payload as { orderId: string }).orderId;
+/** The order an event is about: its shopper is the event's own. */
+const orderOf = (event: OutboxEvent): OrderRef => ({
+  userId: event.userId,
+  orderId: (event.payload as { orderId: string }).orderId,
+});
 
 /**
  * The order's status, locked until the consumer's transaction ends. A refund completing
@@ -40,13 +51,13 @@ const orderIdOf = (event: OutboxEvent) => (event.payload as { orderId: string })
  * order PAID and acts (the refund's consumers then give it back), or sees it REFUNDED and
  * does nothing. Fulfilment follows the order's state machine, never the event alone.
  */
-async function lockOrderStatus(tx: Tx, orderId: string) {
-  const [order] = await tx
+async function lockOrderStatus(tx: Tx, order: OrderRef) {
+  const [locked] = await tx
     .select({ status: orders.status })
     .from(orders)
-    .where(eq(orders.id, orderId))
+    .where(isOrder(orders, orders.id, order))
     .for("update");
-  return order?.status;
+  return locked?.status;
 }
 
 class StockShort extends Error {
@@ -65,13 +76,13 @@ export const stockConsumer: Consumer = {
   name: "stock",
   eventTypes: ["OrderPaid"],
   async apply(tx, event) {
-    const orderId = orderIdOf(event);
+    const order = orderOf(event);
     // Only a PAID order takes stock: one refunded (or closed) before this ran takes nothing.
-    const status = await lockOrderStatus(tx, orderId);
+    const status = await lockOrderStatus(tx, order);
     if (status !== "PAID") return "SKIPPED";
     // What it should hold: lines a refund gave back before this ran are not taken. In SKU order: one lock
     // order for every transaction, no deadlocks between orders sharing SKUs.
-    const lines = [...(await stockTarget(tx, orderId, status))]
+    const lines = [...(await stockTarget(tx, order, status))]
       .filter(([, quantity]) => quantity > 0)
       .map(([skuId, quantity]) => ({ skuId, quantity }));
     if (lines.length === 0) return "SKIPPED";
@@ -80,8 +91,10 @@ export const stockConsumer: Consumer = {
         for (const line of lines) {
           const [claimed] = await savepoint
             .insert(stockDeductRecord)
-            .values({ orderId, skuId: line.skuId, quantity: line.quantity })
-            .onConflictDoNothing({ target: [stockDeductRecord.orderId, stockDeductRecord.skuId] })
+            .values({ ...order, skuId: line.skuId, quantity: line.quantity })
+            .onConflictDoNothing({
+              target: [stockDeductRecord.userId, stockDeductRecord.orderId, stockDeductRecord.skuId],
+            })
             .returning({ id: stockDeductRecord.id });
           if (!claimed) continue;
           const [deducted] = await savepoint
@@ -97,11 +110,11 @@ export const stockConsumer: Consumer = {
       await tx
         .update(orders)
         .set({ status: "STOCK_SHORT", updatedAt: sql`now()` })
-        .where(and(eq(orders.id, orderId), eq(orders.status, "PAID")));
-      await raise(tx, "StockShort", orderId, { skuId: error.skuId });
+        .where(and(isOrder(orders, orders.id, order), eq(orders.status, "PAID")));
+      await raise(tx, "StockShort", order, { skuId: error.skuId });
       return "SKIPPED";
     }
-    await raise(tx, "StockDeducted", orderId, {});
+    await raise(tx, "StockDeducted", order, {});
     return "APPLIED";
   },
 };
@@ -111,12 +124,13 @@ export const benefitsConsumer: Consumer = {
   name: "benefits",
   eventTypes: ["OrderPaid"],
   async apply(tx, event) {
-    const { orderId, userId } = event.payload as { orderId: string; userId: string };
+    const order = orderOf(event);
+    const { userId, orderId } = order;
     // Benefits go to an order that is paid and being (or been) filled; not to one refunded or short of stock.
-    const status = await lockOrderStatus(tx, orderId);
+    const status = await lockOrderStatus(tx, order);
     if (status !== "PAID" && status !== "SHIPPED") return "SKIPPED";
     // Points follow the net amount paid (a partial refund that completed first counts).
-    const points = await pointsTarget(tx, orderId, status);
+    const points = await pointsTarget(tx, order, status);
     const granted = await tx
       .insert(benefitGrant)
       .values([
@@ -140,23 +154,23 @@ export const shippingConsumer: Consumer = {
   name: "shipping",
   eventTypes: ["StockDeducted"],
   async apply(tx, event) {
-    const orderId = orderIdOf(event);
+    const order = orderOf(event);
     // Only a PAID order whose stock was deducted ships (this event says it was); a refunded one does not.
-    if ((await lockOrderStatus(tx, orderId)) !== "PAID") return "SKIPPED";
+    if ((await lockOrderStatus(tx, order)) !== "PAID") return "SKIPPED";
     const [created] = await tx
       .insert(shipment)
       // Its time is read under the order's lock (not the transaction's start): see complete-refund.ts.
       .values({
-        orderId,
+        ...order,
         trackingNo: `TRK${randomBytes(5).toString("hex").toUpperCase()}`,
         createdAt: sql`clock_timestamp()`,
       })
-      .onConflictDoNothing({ target: shipment.orderId })
+      .onConflictDoNothing({ target: [shipment.userId, shipment.orderId] })
       .returning({ id: shipment.id });
     await tx
       .update(orders)
       .set({ status: "SHIPPED", updatedAt: sql`now()` })
-      .where(and(eq(orders.id, orderId), eq(orders.status, "PAID")));
+      .where(and(isOrder(orders, orders.id, order), eq(orders.status, "PAID")));
     return created ? "APPLIED" : "SKIPPED";
   },
 };
@@ -178,17 +192,20 @@ export const stockReturnConsumer: Consumer = {
   name: "stock-return",
   eventTypes: ["RefundSucceeded"],
   async apply(tx, event) {
-    const { orderId, refundId } = event.payload as RefundSucceededPayload;
-    const status = await lockOrderStatus(tx, orderId);
-    const target = await stockTarget(tx, orderId, status);
+    const order = orderOf(event);
+    const { refundId } = event.payload as RefundSucceededPayload;
+    const status = await lockOrderStatus(tx, order);
+    const target = await stockTarget(tx, order, status);
     let returned = 0;
-    for (const [skuId, held] of await stockHeld(tx, orderId)) {
+    for (const [skuId, held] of await stockHeld(tx, order)) {
       const give = held - (target.get(skuId) ?? 0);
       if (give <= 0) continue;
       const [claimed] = await tx
         .insert(stockReturnRecord)
-        .values({ refundId, orderId, skuId, quantity: give })
-        .onConflictDoNothing({ target: [stockReturnRecord.refundId, stockReturnRecord.skuId] })
+        .values({ ...order, refundId, skuId, quantity: give })
+        .onConflictDoNothing({
+          target: [stockReturnRecord.userId, stockReturnRecord.refundId, stockReturnRecord.skuId],
+        })
         .returning({ id: stockReturnRecord.id });
       if (!claimed) continue;
       await tx
@@ -210,19 +227,22 @@ export const benefitReversalConsumer: Consumer = {
   name: "benefit-reversal",
   eventTypes: ["RefundSucceeded"],
   async apply(tx, event) {
-    const { orderId, refundId } = event.payload as RefundSucceededPayload;
-    const status = await lockOrderStatus(tx, orderId);
-    const held = await pointsHeld(tx, orderId);
-    const excess = held === undefined ? 0 : held - (await pointsTarget(tx, orderId, status));
+    const order = orderOf(event);
+    const { refundId } = event.payload as RefundSucceededPayload;
+    const status = await lockOrderStatus(tx, order);
+    const held = await pointsHeld(tx, order);
+    const excess = held === undefined ? 0 : held - (await pointsTarget(tx, order, status));
     const reversed =
       excess > 0
         ? await tx
             .insert(benefitReversal)
-            .values({ orderId, refundId, benefitType: "LOYALTY_POINTS", amount: excess })
-            .onConflictDoNothing({ target: [benefitReversal.refundId, benefitReversal.benefitType] })
+            .values({ ...order, refundId, benefitType: "LOYALTY_POINTS", amount: excess })
+            .onConflictDoNothing({
+              target: [benefitReversal.userId, benefitReversal.refundId, benefitReversal.benefitType],
+            })
             .returning({ id: benefitReversal.id })
         : [];
-    const revoked = status === "REFUNDED" && (await revokeCoupon(tx, orderId, refundId));
+    const revoked = status === "REFUNDED" && (await revokeCoupon(tx, order, refundId));
     return reversed.length > 0 || revoked ? "APPLIED" : "SKIPPED";
   },
 };
@@ -232,25 +252,29 @@ export const autoRefundConsumer: Consumer = {
   name: "auto-refund",
   eventTypes: ["StockShort"],
   async apply(tx, event) {
-    const orderId = orderIdOf(event);
+    const ref = orderOf(event);
+    const { orderId } = ref;
     // The payment's lock first (recordRefund takes it too): what is left to refund is then read after any
     // refund the shopper is recording at this moment, not before it.
-    await lockPaidPayment(tx, orderId);
+    await lockPaidPayment(tx, ref);
     const [order] = await tx
-      .select({ userId: orders.userId, amountCents: orders.amountCents })
+      .select({ amountCents: orders.amountCents })
       .from(orders)
-      .where(eq(orders.id, orderId));
+      .where(isOrder(orders, orders.id, ref));
     if (!order) return "SKIPPED";
     const [refunded] = await tx
       .select({ total: sql<string>`coalesce(sum(${refundOrder.amountCents}), 0)` })
       .from(refundOrder)
       .where(
-        and(eq(refundOrder.orderId, orderId), notInArray(refundOrder.status, REFUNDS_THAT_RETURN_NOTHING)),
+        and(
+          isOrder(refundOrder, refundOrder.orderId, ref),
+          notInArray(refundOrder.status, REFUNDS_THAT_RETURN_NOTHING),
+        ),
       );
     const remaining = order.amountCents - Number(refunded?.total ?? 0);
     if (remaining <= 0) return "SKIPPED";
     const { existed } = await recordRefund(tx, {
-      userId: order.userId,
+      userId: ref.userId,
       orderId,
       refundNo: `sys/auto/${orderId}`,
       amountCents: remaining,

@@ -1,6 +1,7 @@
 import { sql } from "drizzle-orm";
 import type { Tx } from "~/server/db/client";
 import type { OrderStatus } from "~/server/db/schema";
+import type { OrderRef } from "~/server/orders/order-ref";
 
 /**
  * What an order should hold, and what it holds, of stock and loyalty points. The consumers
@@ -10,41 +11,47 @@ import type { OrderStatus } from "~/server/db/schema";
  *   the order is refunded in full;
  * - points: one per whole currency unit of the net amount paid (paid less successful refunds).
  */
-export async function stockTarget(tx: Tx, orderId: string, status: OrderStatus | undefined) {
+export async function stockTarget(tx: Tx, { userId, orderId }: OrderRef, status: OrderStatus | undefined) {
   const rows = await tx.execute<{ sku_id: string; quantity: number }>(sql`
     SELECT i.sku_id, (i.quantity - coalesce((
-             SELECT sum(l.quantity) FROM refund_line l JOIN refund_order r ON r.id = l.refund_id
-              WHERE l.order_id = i.order_id AND l.sku_id = i.sku_id AND r.status = 'REFUND_SUCCESS'), 0))::int AS quantity
-      FROM order_item i WHERE i.order_id = ${orderId} ORDER BY i.sku_id`);
+             SELECT sum(l.quantity) FROM refund_line l
+               JOIN refund_order r ON r.user_id = l.user_id AND r.id = l.refund_id
+              WHERE l.user_id = i.user_id AND l.order_id = i.order_id AND l.sku_id = i.sku_id
+                AND r.status = 'REFUND_SUCCESS'), 0))::int AS quantity
+      FROM order_item i WHERE i.user_id = ${userId} AND i.order_id = ${orderId} ORDER BY i.sku_id`);
   return new Map(rows.map((row) => [row.sku_id, status === "REFUNDED" ? 0 : Math.max(0, row.quantity)]));
 }
 
 /** Per SKU: deducted less returned, for the SKUs the order took stock of. */
-export async function stockHeld(tx: Tx, orderId: string) {
+export async function stockHeld(tx: Tx, { userId, orderId }: OrderRef) {
   const rows = await tx.execute<{ sku_id: string; quantity: number }>(sql`
     SELECT d.sku_id, (d.quantity - coalesce((
              SELECT sum(r.quantity) FROM stock_return_record r
-              WHERE r.order_id = d.order_id AND r.sku_id = d.sku_id), 0))::int AS quantity
-      FROM stock_deduct_record d WHERE d.order_id = ${orderId} ORDER BY d.sku_id`);
+              WHERE r.user_id = d.user_id AND r.order_id = d.order_id AND r.sku_id = d.sku_id), 0))::int AS quantity
+      FROM stock_deduct_record d WHERE d.user_id = ${userId} AND d.order_id = ${orderId} ORDER BY d.sku_id`);
   return new Map(rows.map((row) => [row.sku_id, row.quantity]));
 }
 
-export async function pointsTarget(tx: Tx, orderId: string, status: OrderStatus | undefined) {
+export async function pointsTarget(tx: Tx, { userId, orderId }: OrderRef, status: OrderStatus | undefined) {
   if (status === "REFUNDED") return 0;
   const [row] = await tx.execute<{ net: number }>(sql`
     SELECT (o.amount_cents - coalesce((SELECT sum(r.amount_cents) FROM refund_order r
-                                          JOIN payment_order p ON p.id = r.payment_id AND p.status = 'SUCCESS'
-                                         WHERE r.order_id = o.id AND r.status = 'REFUND_SUCCESS'), 0))::bigint AS net
-      FROM orders o WHERE o.id = ${orderId}`);
+                                          JOIN payment_order p
+                                            ON p.user_id = r.user_id AND p.id = r.payment_id AND p.status = 'SUCCESS'
+                                         WHERE r.user_id = o.user_id AND r.order_id = o.id
+                                           AND r.status = 'REFUND_SUCCESS'), 0))::bigint AS net
+      FROM orders o WHERE o.user_id = ${userId} AND o.id = ${orderId}`);
   return Math.max(0, Math.floor(Number(row?.net ?? 0) / 100));
 }
 
 /** Points granted less points taken back; undefined when none were granted. */
-export async function pointsHeld(tx: Tx, orderId: string): Promise<number | undefined> {
+export async function pointsHeld(tx: Tx, { userId, orderId }: OrderRef): Promise<number | undefined> {
   const [row] = await tx.execute<{ granted: number | null; reversed: number }>(sql`
-    SELECT (SELECT amount FROM benefit_grant WHERE order_id = ${orderId} AND benefit_type = 'LOYALTY_POINTS') AS granted,
+    SELECT (SELECT amount FROM benefit_grant
+             WHERE user_id = ${userId} AND order_id = ${orderId} AND benefit_type = 'LOYALTY_POINTS') AS granted,
            coalesce((SELECT sum(amount) FROM benefit_reversal
-                      WHERE order_id = ${orderId} AND benefit_type = 'LOYALTY_POINTS'), 0)::int AS reversed`);
+                      WHERE user_id = ${userId} AND order_id = ${orderId}
+                        AND benefit_type = 'LOYALTY_POINTS'), 0)::int AS reversed`);
   if (row?.granted === null || row?.granted === undefined) return undefined;
   return row.granted - row.reversed;
 }

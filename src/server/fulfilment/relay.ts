@@ -1,6 +1,5 @@
-import { inArray, sql } from "drizzle-orm";
+import { sql } from "drizzle-orm";
 import type { Db } from "~/server/db/client";
-import { outboxEvent } from "~/server/db/schema";
 import { consumersOf } from "./consumers";
 
 export const CONSUME_TASK = "consume-event";
@@ -9,6 +8,8 @@ export const MAX_ATTEMPTS = 8;
 
 export interface ConsumeJob {
   eventId: string;
+  /** The event's shopper, so the job reads it by its key (user_id, id); absent in jobs queued before it was. */
+  userId?: string;
   consumer: string;
 }
 
@@ -20,8 +21,8 @@ export interface ConsumeJob {
  */
 export async function relayOutbox(db: Db, limit = 100): Promise<number> {
   return db.transaction(async (tx) => {
-    const events = await tx.execute<{ id: string; event_type: string }>(sql`
-      SELECT id, event_type FROM outbox_event
+    const events = await tx.execute<{ id: string; user_id: string; event_type: string }>(sql`
+      SELECT id, user_id, event_type FROM outbox_event
        WHERE published_at IS NULL
        ORDER BY created_at
        LIMIT ${limit}
@@ -29,22 +30,18 @@ export async function relayOutbox(db: Db, limit = 100): Promise<number> {
     if (events.length === 0) return 0;
     for (const event of events) {
       for (const consumer of consumersOf(event.event_type)) {
-        const job: ConsumeJob = { eventId: event.id, consumer: consumer.name };
+        const job: ConsumeJob = { eventId: event.id, userId: event.user_id, consumer: consumer.name };
         await tx.execute(sql`
           SELECT graphile_worker.add_job(
             ${CONSUME_TASK}, ${JSON.stringify(job)}::json,
             max_attempts := ${MAX_ATTEMPTS}, job_key := ${`${event.id}:${consumer.name}`})`);
       }
     }
-    await tx
-      .update(outboxEvent)
-      .set({ publishedAt: sql`now()` })
-      .where(
-        inArray(
-          outboxEvent.id,
-          events.map((event) => event.id),
-        ),
-      );
+    // By the table's key, (user_id, id).
+    await tx.execute(sql`
+      UPDATE outbox_event SET published_at = now()
+       WHERE (user_id, id) IN (SELECT * FROM unnest(${sql.param(events.map((e) => e.user_id))}::text[],
+                                                    ${sql.param(events.map((e) => e.id))}::uuid[]))`);
     return events.length;
   });
 }

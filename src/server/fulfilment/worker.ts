@@ -1,6 +1,6 @@
 import { EventEmitter } from "node:events";
 import { hostname } from "node:os";
-import { eq, sql } from "drizzle-orm";
+import { and, eq, sql } from "drizzle-orm";
 import { Logger, type Runner, run, type WorkerEvents } from "graphile-worker";
 import type { Logger as Pino } from "pino";
 import type { Db } from "~/server/db/client";
@@ -44,7 +44,14 @@ export async function handleConsumeJob(db: Db, job: ConsumeJob, hooks?: ConsumeH
 async function consumeJob(db: Db, job: ConsumeJob, hooks?: ConsumeHooks) {
   const consumer = consumerNamed(job.consumer);
   if (!consumer) throw new Error(`unknown consumer ${job.consumer}`);
-  const [event] = await db.select().from(outboxEvent).where(eq(outboxEvent.id, job.eventId));
+  const [event] = await db
+    .select()
+    .from(outboxEvent)
+    .where(
+      job.userId === undefined
+        ? eq(outboxEvent.id, job.eventId)
+        : and(eq(outboxEvent.userId, job.userId), eq(outboxEvent.id, job.eventId)),
+    );
   if (!event) throw new Error(`unknown event ${job.eventId}`);
   return { event, outcome: await consumeOnce(db, event, consumer, hooks) };
 }

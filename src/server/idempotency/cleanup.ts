@@ -19,7 +19,7 @@ export async function deleteExpiredRecords(db: Db, options: CleanupOptions = {})
   for (let batch = 0; batch < maxBatches; batch++) {
     const rows = await db.execute(sql`
       DELETE FROM idempotency_record
-       WHERE id IN (SELECT id FROM idempotency_record
+       WHERE (user_id, id) IN (SELECT user_id, id FROM idempotency_record
                      WHERE expires_at <= now()
                        AND (status <> 'PROCESSING' OR coalesce(locked_until <= now(), true))
                      ORDER BY expires_at

@@ -89,6 +89,8 @@ export interface IdempotentResult<T> {
 
 /** Proof of holding a key: every write made under it is conditional on `leaseVersion`. */
 export interface Lease {
+  /** The record's key is (user_id, id): its shopper (docs/scale-out.md) and its id. */
+  scope: string;
   recordId: number;
   leaseVersion: number;
   expiresAt: Date;
@@ -122,6 +124,7 @@ const ms = (value: number) => sql`(now() + ${value} * interval '1 millisecond')`
 type Conn = postgres.Sql;
 
 interface RecordRow {
+  user_id: string;
   id: string | number;
   fingerprint: string;
   status: "PROCESSING" | "SUCCESS" | "FAILED";
@@ -139,6 +142,7 @@ interface RecordRow {
 }
 
 type LeaseRow = {
+  user_id: string;
   record_id: string | number;
   lease_version: number;
   expires_at: string | Date;
@@ -159,7 +163,7 @@ function claimStatement(
             now() + ${config.leaseMs} * interval '1 millisecond',
             now() + ${config.ttlMs} * interval '1 millisecond')
     ON CONFLICT (user_id, biz_type, idempotency_key) DO NOTHING
-    RETURNING id AS record_id, lease_version, expires_at, greatest(0, extract(epoch FROM expires_at - now()) * 1000)::float8 AS remaining_ms`;
+    RETURNING user_id, id AS record_id, lease_version, expires_at, greatest(0, extract(epoch FROM expires_at - now()) * 1000)::float8 AS remaining_ms`;
 }
 
 /**
@@ -185,7 +189,7 @@ function claimInTransactionStatement(
 
 function recordStatement(sql: postgres.Sql, ref: KeyRef) {
   return sql<RecordRow[]>`
-    SELECT id, fingerprint, status, response_body, biz_id, lease_version, expires_at,
+    SELECT user_id, id, fingerprint, status, response_body, biz_id, lease_version, expires_at,
            extract(epoch FROM updated_at)::float8 AS finished,
            greatest(0, extract(epoch FROM expires_at - now()) * 1000)::float8 AS remaining_ms,
            coalesce(locked_until > now(), false) AS lease_live, expires_at <= now() AS expired
@@ -385,7 +389,7 @@ async function inOneTransaction<T>(call: Call<T>): Promise<IdempotentResult<T>> 
           conn.sql`UPDATE idempotency_record
                       SET status = 'SUCCESS', response_body = ${body}::json, biz_id = ${bizId}, locked_until = NULL,
                           updated_at = clock_timestamp()
-                    WHERE id = ${row?.record_id ?? 0}`.execute(),
+                    WHERE user_id = ${op.scope} AND id = ${row?.record_id ?? 0}`.execute(),
           conn.sql`COMMIT`.execute(),
         ]);
         ended = true;
@@ -437,7 +441,7 @@ async function storeOrRelease<T>(call: Call<T>, error: unknown): Promise<Idempot
       VALUES (${op.scope}, ${op.bizType}, ${op.key}, ${requestFingerprint}, 'FAILED', ${JSON.stringify(body)}::json,
               now() + ${config.ttlMs} * interval '1 millisecond')
       ON CONFLICT (user_id, biz_type, idempotency_key) DO NOTHING
-      RETURNING id AS record_id, lease_version, expires_at,
+      RETURNING user_id, id AS record_id, lease_version, expires_at,
                 greatest(0, extract(epoch FROM expires_at - now()) * 1000)::float8 AS remaining_ms`,
   );
   if (stored) {
@@ -531,9 +535,9 @@ async function settle(
 ): Promise<Acquired | "again"> {
   // Released between the claim and the read: the key is free, claim it again.
   if (!existing) return "again";
-  const recordId = Number(existing.id);
+  const record = { scope: existing.user_id, recordId: Number(existing.id) };
   if (existing.expired && !(existing.status === "PROCESSING" && existing.lease_live)) {
-    const renewed = await renewExpired(db, recordId, existing.lease_version, requestFingerprint, config);
+    const renewed = await renewExpired(db, record, existing.lease_version, requestFingerprint, config);
     return renewed ? { kind: "owner", lease: renewed } : "again";
   }
   if (existing.fingerprint !== requestFingerprint) throw keyReused();
@@ -552,7 +556,7 @@ async function settle(
     };
   }
   if (!existing.lease_live) {
-    const taken = await takeOver(db, recordId, existing.lease_version, config);
+    const taken = await takeOver(db, record, existing.lease_version, config);
     return taken ? { kind: "owner", lease: taken } : "again";
   }
   if (deadline - Date.now() <= 0) throw inProgress(expiresAt);
@@ -631,7 +635,7 @@ async function executeInTransaction<T>(
   const { result, bizId = null } = outcome;
   try {
     await pipelined([
-      sql`SELECT idempotency_store_outcome(${lease.recordId}, ${lease.leaseVersion}, 'SUCCESS',
+      sql`SELECT idempotency_store_outcome(${lease.scope}, ${lease.recordId}, ${lease.leaseVersion}, 'SUCCESS',
                                            ${JSON.stringify(result ?? null)}::json, ${bizId})`,
       sql`COMMIT`,
     ]);
@@ -713,7 +717,8 @@ async function storeFailure(sql: Conn, lease: Lease, error: DomainError): Promis
       UPDATE idempotency_record
          SET status = 'FAILED', response_body = ${JSON.stringify(body)}::json, locked_until = NULL,
              updated_at = now()
-       WHERE id = ${lease.recordId} AND lease_version = ${lease.leaseVersion} AND status = 'PROCESSING'
+       WHERE user_id = ${lease.scope} AND id = ${lease.recordId} AND lease_version = ${lease.leaseVersion}
+         AND status = 'PROCESSING'
       RETURNING id`,
   );
   return rows.length > 0 ? body : undefined;
@@ -724,15 +729,22 @@ async function release(sql: Conn, lease: Lease): Promise<void> {
   try {
     await sql`
       DELETE FROM idempotency_record
-       WHERE id = ${lease.recordId} AND lease_version = ${lease.leaseVersion} AND status = 'PROCESSING'`;
+       WHERE user_id = ${lease.scope} AND id = ${lease.recordId} AND lease_version = ${lease.leaseVersion}
+         AND status = 'PROCESSING'`;
   } catch {
     // The original error is the one worth reporting.
   }
 }
 
+/** A record by its key: (user_id, id). */
+interface RecordKey {
+  scope: string;
+  recordId: number;
+}
+
 async function takeOver(
   db: Db,
-  recordId: number,
+  { scope, recordId }: RecordKey,
   seenVersion: number,
   config: IdempotencyConfig,
 ): Promise<Lease | undefined> {
@@ -742,11 +754,13 @@ async function takeOver(
     db.execute<LeaseRow>(sql`
       UPDATE idempotency_record
          SET lease_version = lease_version + 1, locked_until = ${ms(config.leaseMs)}, updated_at = now()
-       WHERE id = (SELECT id FROM idempotency_record
-                    WHERE id = ${recordId} AND status = 'PROCESSING' AND lease_version = ${seenVersion}
+       WHERE user_id = ${scope}
+         AND id = (SELECT id FROM idempotency_record
+                    WHERE user_id = ${scope} AND id = ${recordId} AND status = 'PROCESSING'
+                      AND lease_version = ${seenVersion}
                       AND locked_until <= now()
                     FOR UPDATE SKIP LOCKED)
-      RETURNING id AS record_id, lease_version, expires_at,
+      RETURNING user_id, id AS record_id, lease_version, expires_at,
                 greatest(0, extract(epoch FROM expires_at - now()) * 1000)::float8 AS remaining_ms`),
   );
   return toLease(rows[0], askedAt);
@@ -754,7 +768,7 @@ async function takeOver(
 
 async function renewExpired(
   db: Db,
-  recordId: number,
+  { scope, recordId }: RecordKey,
   seenVersion: number,
   requestFingerprint: string,
   config: IdempotencyConfig,
@@ -766,10 +780,12 @@ async function renewExpired(
          SET lease_version = lease_version + 1, status = 'PROCESSING', fingerprint = ${requestFingerprint},
              response_body = NULL, biz_id = NULL, locked_until = ${ms(config.leaseMs)},
              created_at = now(), updated_at = now(), expires_at = ${ms(config.ttlMs)}
-       WHERE id = (SELECT id FROM idempotency_record
-                    WHERE id = ${recordId} AND lease_version = ${seenVersion} AND expires_at <= now()
+       WHERE user_id = ${scope}
+         AND id = (SELECT id FROM idempotency_record
+                    WHERE user_id = ${scope} AND id = ${recordId} AND lease_version = ${seenVersion}
+                      AND expires_at <= now()
                     FOR UPDATE SKIP LOCKED)
-      RETURNING id AS record_id, lease_version, expires_at,
+      RETURNING user_id, id AS record_id, lease_version, expires_at,
                 greatest(0, extract(epoch FROM expires_at - now()) * 1000)::float8 AS remaining_ms`),
   );
   return toLease(rows[0], askedAt);
@@ -778,6 +794,7 @@ async function renewExpired(
 function toLease(row: LeaseRow | undefined, askedAt: number): Lease | undefined {
   return row
     ? {
+        scope: row.user_id,
         recordId: Number(row.record_id),
         leaseVersion: row.lease_version,
         expiresAt: new Date(row.expires_at),

@@ -3,6 +3,7 @@ import { releaseCoupon } from "~/server/coupons/coupons";
 import { orders, paymentOrder } from "~/server/db/schema";
 import { DomainError } from "~/server/errors";
 import { defineOperation, type OperationContext } from "~/server/idempotency";
+import { isOrder } from "~/server/orders/order-ref";
 import { closeOpenPayments } from "~/server/payments/close-payments";
 import type { ProviderClientDeps } from "~/server/payments/provider-client";
 import { getOwnedOrder } from "./queries";
@@ -30,13 +31,14 @@ export const cancelOrderOperation = defineOperation({
   gateway: "per-shopper-and-key",
   prepare: async (db, input, { userId, deps }: CancelContext) => {
     const order = await getOwnedOrder(db, userId, input.orderId);
-    if (order.status === "PENDING_PAYMENT") await closeOpenPayments(db, order.orderId, deps.payments);
+    if (order.status === "PENDING_PAYMENT")
+      await closeOpenPayments(db, { userId, orderId: order.orderId }, deps.payments);
   },
   execute: async (tx, input, { userId }: CancelContext) => {
     const [order] = await tx
       .select({ status: orders.status })
       .from(orders)
-      .where(and(eq(orders.id, input.orderId), eq(orders.userId, userId)))
+      .where(and(eq(orders.userId, userId), eq(orders.id, input.orderId)))
       .for("update");
     if (!order) throw new DomainError("ORDER_NOT_FOUND", "order not found");
     if (order.status === "PENDING_PAYMENT") {
@@ -44,7 +46,12 @@ export const cancelOrderOperation = defineOperation({
       const [open] = await tx
         .select({ id: paymentOrder.id })
         .from(paymentOrder)
-        .where(and(eq(paymentOrder.orderId, input.orderId), eq(paymentOrder.status, "PENDING")));
+        .where(
+          and(
+            isOrder(paymentOrder, paymentOrder.orderId, { userId, orderId: input.orderId }),
+            eq(paymentOrder.status, "PENDING"),
+          ),
+        );
       if (open) {
         throw new DomainError(
           "REQUEST_IN_PROGRESS",
@@ -56,7 +63,12 @@ export const cancelOrderOperation = defineOperation({
     const [closed] = await tx
       .update(orders)
       .set({ status: "CLOSED", updatedAt: sql`now()` })
-      .where(and(eq(orders.id, input.orderId), eq(orders.status, "PENDING_PAYMENT")))
+      .where(
+        and(
+          isOrder(orders, orders.id, { userId, orderId: input.orderId }),
+          eq(orders.status, "PENDING_PAYMENT"),
+        ),
+      )
       .returning({
         orderId: orders.id,
         status: orders.status,
@@ -65,7 +77,7 @@ export const cancelOrderOperation = defineOperation({
       });
     if (closed) {
       // The coupon it would have spent comes back, in the same transaction as the close.
-      await releaseCoupon(tx, closed.orderId);
+      await releaseCoupon(tx, { userId, orderId: closed.orderId });
       return { result: closed, bizId: closed.orderId };
     }
     const current = await getOwnedOrder(tx, userId, input.orderId);

@@ -152,6 +152,7 @@ export async function insertOrder(
 
   await tx.insert(orderItem).values(
     priced.map((line) => ({
+      userId,
       orderId: order.orderId,
       skuId: line.skuId,
       skuName: line.product.name,

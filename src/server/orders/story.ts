@@ -50,8 +50,8 @@ export async function orderStory(db: Executor, orderId: string): Promise<OrderSt
       SELECT r.user_id, r.idempotency_key, r.biz_type FROM idempotency_record r, o
        WHERE r.user_id = o.user_id
          AND ((r.biz_type IN ('order.create', 'order.cancel') AND r.biz_id = o.id::text)
-           OR (r.biz_type = 'payment.create' AND r.biz_id IN (SELECT out_trade_no FROM payment_order WHERE order_id = o.id))
-           OR (r.biz_type = 'refund.create' AND r.biz_id IN (SELECT refund_no FROM refund_order WHERE order_id = o.id)))
+           OR (r.biz_type = 'payment.create' AND r.biz_id IN (SELECT out_trade_no FROM payment_order WHERE user_id = o.user_id AND order_id = o.id))
+           OR (r.biz_type = 'refund.create' AND r.biz_id IN (SELECT refund_no FROM refund_order WHERE user_id = o.user_id AND order_id = o.id)))
     )
     SELECT CASE WHEN a.layer = 'service' AND k.biz_type = 'refund.create' THEN 'refund' ELSE a.layer END AS layer,
            a.subject AS what, a.outcome, a.second AS at, a.count::int AS count, a.outcome = 'first' AS effect
@@ -60,12 +60,12 @@ export async function orderStory(db: Executor, orderId: string): Promise<OrderSt
     UNION ALL
     SELECT 'provider', n.type, n.outcome, date_trunc('second', n.received_at), count(*)::int, n.outcome = 'PROCESSED'
       FROM payment_notification n JOIN payment_order p ON p.out_trade_no = n.out_trade_no, o
-     WHERE p.order_id = o.id
+     WHERE p.user_id = o.user_id AND p.order_id = o.id
      GROUP BY 1, 2, 3, 4, 6
     UNION ALL
     SELECT 'consumer', a.subject || ' ← ' || e.event_type, a.outcome, a.second, a.count::int, a.outcome = 'APPLIED'
       FROM duplicate_attempt a JOIN outbox_event e ON a.key = e.id::text, o
-     WHERE a.layer = 'consumer' AND e.aggregate_id = o.id::text
+     WHERE a.layer = 'consumer' AND e.user_id = o.user_id AND e.aggregate_id = o.id::text
     ORDER BY at`);
   const marks = (layer: StoryLayer, filter: (row: Row) => boolean = () => true): StoryMark[] =>
     rows

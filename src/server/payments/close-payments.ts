@@ -1,6 +1,7 @@
 import { and, eq } from "drizzle-orm";
 import type { Db } from "~/server/db/client";
 import { paymentOrder } from "~/server/db/schema";
+import { isOrder, type OrderRef } from "~/server/orders/order-ref";
 import { CLOSE_PATH, type CloseRequest, closeAnswerSchema } from "~/shared/provider-contract";
 import { type ProviderClientDeps, postToProvider } from "./provider-client";
 import { applyFactFromProvider } from "./status-query";
@@ -11,7 +12,7 @@ import { applyFactFromProvider } from "./status-query";
  * first) pays it, so the order follows its payment. Idempotent by out_trade_no
  * at the provider and by conditional updates here: safe to repeat.
  */
-export async function closeOpenPayments(db: Db, orderId: string, deps: ProviderClientDeps): Promise<void> {
+export async function closeOpenPayments(db: Db, order: OrderRef, deps: ProviderClientDeps): Promise<void> {
   const open = await db
     .select({
       outTradeNo: paymentOrder.outTradeNo,
@@ -19,7 +20,7 @@ export async function closeOpenPayments(db: Db, orderId: string, deps: ProviderC
       currency: paymentOrder.currency,
     })
     .from(paymentOrder)
-    .where(and(eq(paymentOrder.orderId, orderId), eq(paymentOrder.status, "PENDING")));
+    .where(and(isOrder(paymentOrder, paymentOrder.orderId, order), eq(paymentOrder.status, "PENDING")));
   for (const payment of open) {
     const request: CloseRequest = {
       app_id: deps.appId,

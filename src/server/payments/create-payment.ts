@@ -4,6 +4,7 @@ import type { Db, Executor } from "~/server/db/client";
 import { orders, paymentOrder } from "~/server/db/schema";
 import { DomainError } from "~/server/errors";
 import { defineOperation, type OperationContext, runOperation } from "~/server/idempotency";
+import { isOrder } from "~/server/orders/order-ref";
 import { orderIdInput, orderIdParams } from "~/server/orders/schema";
 import { type PayRequest, signPayRequest } from "~/shared/provider-contract";
 import { paymentResource } from "./schema";
@@ -79,7 +80,7 @@ async function openPayment(
       createdAt: orders.createdAt,
     })
     .from(orders)
-    .where(and(eq(orders.id, input.orderId), eq(orders.userId, userId)))
+    .where(and(eq(orders.userId, userId), eq(orders.id, input.orderId)))
     // A cancel locks the order to close it: a payment opens before it (and is closed by it) or sees it CLOSED.
     .for("share");
   if (!order) throw new DomainError("ORDER_NOT_FOUND", "order not found");
@@ -88,12 +89,16 @@ async function openPayment(
   const [created] = await db
     .insert(paymentOrder)
     .values({
+      userId,
       orderId: order.id,
       outTradeNo: newOutTradeNo(),
       amountCents: order.amountCents,
       currency: order.currency,
     })
-    .onConflictDoNothing({ target: paymentOrder.orderId, where: sql`status IN ('PENDING', 'SUCCESS')` })
+    .onConflictDoNothing({
+      target: [paymentOrder.userId, paymentOrder.orderId],
+      where: sql`status IN ('PENDING', 'SUCCESS')`,
+    })
     .returning();
   const payment =
     created ??
@@ -101,7 +106,12 @@ async function openPayment(
       await db
         .select()
         .from(paymentOrder)
-        .where(and(eq(paymentOrder.orderId, order.id), inArray(paymentOrder.status, OPEN)))
+        .where(
+          and(
+            isOrder(paymentOrder, paymentOrder.orderId, { userId, orderId: order.id }),
+            inArray(paymentOrder.status, OPEN),
+          ),
+        )
     )[0];
   if (!payment) throw new Error("open payment vanished between conflict and read");
   if (payment.status === "SUCCESS") throw notPayable("PAID");

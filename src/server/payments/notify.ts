@@ -144,20 +144,23 @@ export async function applyProviderFact(tx: Tx, n: NotificationBody): Promise<Ve
   }
   switch (n.type) {
     case "payment.succeeded":
-      return applySuccess(tx, payment.id, payment.orderId, n);
+      return applySuccess(tx, payment, n);
     case "payment.closed":
-      return applyClosed(tx, payment.id);
+      return applyClosed(tx, payment);
     default:
       return ok("IGNORED", `type ${n.type} is not handled here`);
   }
 }
 
-async function applySuccess(
-  tx: Tx,
-  paymentId: string,
-  orderId: string,
-  n: NotificationBody,
-): Promise<Verdict> {
+/** A payment as its shopper's rows name it (docs/scale-out.md): every statement below names the shopper. */
+interface PaymentKey {
+  userId: string;
+  id: string;
+  orderId: string;
+}
+
+async function applySuccess(tx: Tx, payment: PaymentKey, n: NotificationBody): Promise<Verdict> {
+  const { userId, id: paymentId, orderId } = payment;
   if (!n.transaction_id) return refuse("MALFORMED", 400, "a success needs a transaction_id");
   const clash = await transactionClash(tx, paymentId, n.transaction_id);
   if (clash) return clash;
@@ -167,22 +170,24 @@ async function applySuccess(
   const [moved] = await tx
     .update(paymentOrder)
     .set({ status: "SUCCESS", transactionId: n.transaction_id, paidAt: sql`now()`, updatedAt: sql`now()` })
-    .where(sql`${paymentOrder.id} = ${paymentId}
-               AND EXISTS (SELECT 1 FROM orders o WHERE o.id = ${orderId} AND o.status = 'PENDING_PAYMENT')
+    .where(sql`${paymentOrder.userId} = ${userId} AND ${paymentOrder.id} = ${paymentId}
+               AND EXISTS (SELECT 1 FROM orders o
+                            WHERE o.user_id = ${userId} AND o.id = ${orderId} AND o.status = 'PENDING_PAYMENT')
                AND (${paymentOrder.status} = 'PENDING' OR (
                  ${paymentOrder.status} = 'CLOSED'
-                 AND NOT EXISTS (SELECT 1 FROM payment_order other WHERE other.order_id = ${orderId}
-                                  AND other.id <> ${paymentId} AND other.status IN ('PENDING', 'SUCCESS'))))`)
+                 AND NOT EXISTS (SELECT 1 FROM payment_order other
+                                  WHERE other.user_id = ${userId} AND other.order_id = ${orderId}
+                                    AND other.id <> ${paymentId} AND other.status IN ('PENDING', 'SUCCESS'))))`)
     .returning({ id: paymentOrder.id });
   if (!moved) {
     // The money came for a payment that cannot be the order's: it goes back, automatically, once.
-    const late = await takeLatePayment(tx, paymentId, n.transaction_id);
+    const late = await takeLatePayment(tx, payment, n.transaction_id);
     if (late) return late;
     // Zero rows: already decided. Say success for the fact we already have.
     const [current] = await tx
       .select({ status: paymentOrder.status, transactionId: paymentOrder.transactionId })
       .from(paymentOrder)
-      .where(eq(paymentOrder.id, paymentId));
+      .where(and(eq(paymentOrder.userId, userId), eq(paymentOrder.id, paymentId)));
     if (
       (current?.status === "SUCCESS" || current?.status === "PAID_LATE") &&
       current.transactionId === n.transaction_id
@@ -198,7 +203,9 @@ async function applySuccess(
   const [paid] = await tx
     .update(orders)
     .set({ status: "PAID", updatedAt: sql`now()` })
-    .where(sql`${orders.id} = ${orderId} AND ${orders.status} = 'PENDING_PAYMENT'`)
+    .where(
+      sql`${orders.userId} = ${userId} AND ${orders.id} = ${orderId} AND ${orders.status} = 'PENDING_PAYMENT'`,
+    )
     .returning({
       id: orders.id,
       amountCents: orders.amountCents,
@@ -209,6 +216,7 @@ async function applySuccess(
     await tx
       .insert(outboxEvent)
       .values({
+        userId,
         eventType: "OrderPaid",
         aggregateType: "order",
         aggregateId: orderId,
@@ -222,7 +230,7 @@ async function applySuccess(
           transactionId: n.transaction_id,
         },
       })
-      .onConflictDoNothing({ target: outboxEvent.dedupeKey });
+      .onConflictDoNothing({ target: [outboxEvent.userId, outboxEvent.dedupeKey] });
   }
   return ok(
     "PROCESSED",
@@ -263,21 +271,25 @@ async function transactionClash(
  */
 async function takeLatePayment(
   tx: Tx,
-  paymentId: string,
+  payment: PaymentKey,
   transactionId: string,
 ): Promise<Verdict | undefined> {
   const [late] = await tx
     .update(paymentOrder)
     .set({ status: "PAID_LATE", transactionId, paidAt: sql`now()`, updatedAt: sql`now()` })
-    .where(and(eq(paymentOrder.id, paymentId), inArray(paymentOrder.status, ["PENDING", "CLOSED"])))
+    .where(
+      and(
+        eq(paymentOrder.userId, payment.userId),
+        eq(paymentOrder.id, payment.id),
+        inArray(paymentOrder.status, ["PENDING", "CLOSED"]),
+      ),
+    )
     .returning();
   if (!late) return undefined;
-  const [owner] = await tx.select({ userId: orders.userId }).from(orders).where(eq(orders.id, late.orderId));
-  if (!owner) throw new Error(`payment ${late.outTradeNo} has no order`);
   await tx
     .insert(refundOrder)
     .values({
-      userId: owner.userId,
+      userId: late.userId,
       refundNo: lateRefundNo(transactionId),
       orderId: late.orderId,
       paymentId: late.id,
@@ -292,11 +304,13 @@ async function takeLatePayment(
 /** System refund numbers hold a "/", which no shopper's refund number may (requestIdSchema). */
 export const lateRefundNo = (transactionId: string) => `sys/late/${transactionId}`;
 
-async function applyClosed(tx: Tx, paymentId: string): Promise<Verdict> {
+async function applyClosed(tx: Tx, payment: PaymentKey): Promise<Verdict> {
   const [closed] = await tx
     .update(paymentOrder)
     .set({ status: "CLOSED", updatedAt: sql`now()` })
-    .where(sql`${paymentOrder.id} = ${paymentId} AND ${paymentOrder.status} = 'PENDING'`)
+    .where(
+      sql`${paymentOrder.userId} = ${payment.userId} AND ${paymentOrder.id} = ${payment.id} AND ${paymentOrder.status} = 'PENDING'`,
+    )
     .returning({ id: paymentOrder.id });
   if (closed) return ok("PROCESSED", "payment closed");
   return ok("IGNORED", "payment already decided; a late close changes nothing");

@@ -1,10 +1,11 @@
 import { asc, desc, eq, inArray, ne, or, sql } from "drizzle-orm";
 import type { Executor } from "~/server/db/client";
 import { paymentNotification, paymentOrder, refusedNotification } from "~/server/db/schema";
+import { isOrder, type OrderRef } from "~/server/orders/order-ref";
 import { getOwnedOrder } from "~/server/orders/queries";
 
 /** An order's payments, newest first. The caller has checked the order is the shopper's. */
-export function paymentsOfOrder(db: Executor, orderId: string) {
+export function paymentsOfOrder(db: Executor, order: OrderRef) {
   return db
     .select({
       outTradeNo: paymentOrder.outTradeNo,
@@ -16,14 +17,14 @@ export function paymentsOfOrder(db: Executor, orderId: string) {
       createdAt: paymentOrder.createdAt,
     })
     .from(paymentOrder)
-    .where(eq(paymentOrder.orderId, orderId))
+    .where(isOrder(paymentOrder, paymentOrder.orderId, order))
     .orderBy(desc(paymentOrder.createdAt));
 }
 
 /** An order's payments and every notification received about them, oldest first. */
 export async function getPaymentTimeline(db: Executor, userId: string, orderId: string) {
   await getOwnedOrder(db, userId, orderId);
-  const payments = await paymentsOfOrder(db, orderId);
+  const payments = await paymentsOfOrder(db, { userId, orderId });
   const outTradeNos = payments.map((p) => p.outTradeNo);
   const notifications = outTradeNos.length
     ? await db

@@ -1,6 +1,7 @@
 import { and, eq, inArray, sql } from "drizzle-orm";
 import type { Db } from "~/server/db/client";
 import { orders, paymentOrder, refundOrder } from "~/server/db/schema";
+import { isOrder } from "~/server/orders/order-ref";
 import { getOwnedOrder } from "~/server/orders/queries";
 import {
   type NotificationBody,
@@ -51,7 +52,10 @@ export async function syncPaymentStatus(
   const open = await db
     .select({ providerRefundNo: refundOrder.providerRefundNo })
     .from(refundOrder)
-    .innerJoin(paymentOrder, eq(paymentOrder.id, refundOrder.paymentId))
+    .innerJoin(
+      paymentOrder,
+      and(eq(paymentOrder.userId, refundOrder.userId), eq(paymentOrder.id, refundOrder.paymentId)),
+    )
     .where(
       and(
         eq(paymentOrder.outTradeNo, outTradeNo),
@@ -161,7 +165,12 @@ export async function checkOrderPayment(db: Db, userId: string, orderId: string,
   const pending = await db
     .select({ outTradeNo: paymentOrder.outTradeNo })
     .from(paymentOrder)
-    .where(and(eq(paymentOrder.orderId, orderId), inArray(paymentOrder.status, ["PENDING"])));
+    .where(
+      and(
+        isOrder(paymentOrder, paymentOrder.orderId, { userId, orderId }),
+        inArray(paymentOrder.status, ["PENDING"]),
+      ),
+    );
   const results: SyncResult[] = [];
   for (const { outTradeNo } of pending) {
     let query = inFlight.get(outTradeNo);
@@ -172,7 +181,10 @@ export async function checkOrderPayment(db: Db, userId: string, orderId: string,
     const result = await query;
     if (result) results.push(result);
   }
-  const [after] = await db.select({ status: orders.status }).from(orders).where(eq(orders.id, orderId));
+  const [after] = await db
+    .select({ status: orders.status })
+    .from(orders)
+    .where(isOrder(orders, orders.id, { userId, orderId }));
   return { orderStatus: after?.status ?? "PENDING_PAYMENT", checked: results };
 }
 

@@ -39,19 +39,19 @@ const PAID_STATUSES = sql`('PAID', 'SHIPPED', 'STOCK_SHORT', 'REFUNDED')`;
 
 /** Orders whose named consumer finished with the given event type. */
 const consumed = (eventType: string, consumer: string) => sql`
-  SELECT e.aggregate_id::uuid AS order_id, c.result FROM outbox_event e
-    JOIN message_consume_record c ON c.event_id = e.id AND c.consumer_name = ${consumer} AND c.status = 'DONE'
+  SELECT e.user_id, e.aggregate_id::uuid AS order_id, c.result FROM outbox_event e
+    JOIN message_consume_record c ON c.user_id = e.user_id AND c.event_id = e.id AND c.consumer_name = ${consumer} AND c.status = 'DONE'
    WHERE e.event_type = ${eventType}`;
 
 /** Per (order, SKU) the order took stock of: deducted less returned. */
 const HELD_STOCK = sql`
-  SELECT d.order_id, d.sku_id, (d.quantity - coalesce((SELECT sum(r.quantity) FROM stock_return_record r
-                                                        WHERE r.order_id = d.order_id AND r.sku_id = d.sku_id), 0))::int AS held
+  SELECT d.user_id, d.order_id, d.sku_id, (d.quantity - coalesce((SELECT sum(r.quantity) FROM stock_return_record r
+                                                        WHERE r.user_id = d.user_id AND r.order_id = d.order_id AND r.sku_id = d.sku_id), 0))::int AS held
     FROM stock_deduct_record d`;
 
 /** The order `o` (in the query) has no refund in flight and none that settled within the lag. */
 const SETTLED = (opts: Required<ReconcileOptions>) => sql`
-  NOT EXISTS (SELECT 1 FROM refund_order r WHERE r.order_id = o.id
+  NOT EXISTS (SELECT 1 FROM refund_order r WHERE r.user_id = o.user_id AND r.order_id = o.id
                AND (r.status IN ('REFUND_CREATED', 'REFUND_PROCESSING')
                     OR r.updated_at > now() - ${opts.lagSeconds} * interval '1 second'))`;
 
@@ -81,19 +81,19 @@ const INVARIANTS: Invariant[] = [
         message: "payment amount differs from the order's",
         query:
           () => sql`SELECT p.out_trade_no, p.amount_cents AS paid, o.amount_cents AS ordered FROM payment_order p
-                          JOIN orders o ON o.id = p.order_id
+                          JOIN orders o ON o.user_id = p.user_id AND o.id = p.order_id
                          WHERE p.status = 'SUCCESS' AND (p.amount_cents <> o.amount_cents OR p.currency <> o.currency)`,
       },
       {
         message: "order marked paid without a successful payment",
         query: () => sql`SELECT o.id AS order_id, o.status FROM orders o
                          WHERE o.status IN ${PAID_STATUSES}
-                           AND NOT EXISTS (SELECT 1 FROM payment_order p WHERE p.order_id = o.id AND p.status = 'SUCCESS')`,
+                           AND NOT EXISTS (SELECT 1 FROM payment_order p WHERE p.user_id = o.user_id AND p.order_id = o.id AND p.status = 'SUCCESS')`,
       },
       {
         message: "successful payment but the order still awaits payment",
         query: () => sql`SELECT o.id AS order_id, p.out_trade_no FROM orders o
-                          JOIN payment_order p ON p.order_id = o.id AND p.status = 'SUCCESS'
+                          JOIN payment_order p ON p.user_id = o.user_id AND p.order_id = o.id AND p.status = 'SUCCESS'
                          WHERE o.status = 'PENDING_PAYMENT'`,
       },
     ],
@@ -107,12 +107,12 @@ const INVARIANTS: Invariant[] = [
         message: "order line without its deduction, or with another quantity",
         query: () => sql`SELECT i.order_id, i.sku_id, i.quantity, d.quantity AS deducted, k.keeps
                            FROM (${consumed("OrderPaid", "stock")}) c
-                           JOIN order_item i ON i.order_id = c.order_id
-                           LEFT JOIN stock_deduct_record d ON d.order_id = i.order_id AND d.sku_id = i.sku_id
+                           JOIN order_item i ON i.user_id = c.user_id AND i.order_id = c.order_id
+                           LEFT JOIN stock_deduct_record d ON d.user_id = i.user_id AND d.order_id = i.order_id AND d.sku_id = i.sku_id
                            CROSS JOIN LATERAL (
                              SELECT i.quantity - coalesce(sum(l.quantity), 0) AS keeps
-                               FROM refund_line l JOIN refund_order r ON r.id = l.refund_id AND r.status = 'REFUND_SUCCESS'
-                              WHERE l.order_id = i.order_id AND l.sku_id = i.sku_id) k
+                               FROM refund_line l JOIN refund_order r ON r.user_id = l.user_id AND r.id = l.refund_id AND r.status = 'REFUND_SUCCESS'
+                              WHERE l.user_id = i.user_id AND l.order_id = i.order_id AND l.sku_id = i.sku_id) k
                           WHERE c.result = 'APPLIED'
                             AND (CASE WHEN d.id IS NULL THEN k.keeps > 0
                                       ELSE d.quantity > i.quantity OR d.quantity < k.keeps END)`,
@@ -120,12 +120,12 @@ const INVARIANTS: Invariant[] = [
       {
         message: "deduction that matches no order line",
         query: () => sql`SELECT d.order_id, d.sku_id, d.quantity FROM stock_deduct_record d
-                          WHERE NOT EXISTS (SELECT 1 FROM order_item i WHERE i.order_id = d.order_id AND i.sku_id = d.sku_id)`,
+                          WHERE NOT EXISTS (SELECT 1 FROM order_item i WHERE i.user_id = d.user_id AND i.order_id = d.order_id AND i.sku_id = d.sku_id)`,
       },
       {
         message: "stock deducted for an order that did not pay",
         query:
-          () => sql`SELECT DISTINCT d.order_id, o.status FROM stock_deduct_record d JOIN orders o ON o.id = d.order_id
+          () => sql`SELECT DISTINCT d.order_id, o.status FROM stock_deduct_record d JOIN orders o ON o.user_id = d.user_id AND o.id = d.order_id
                           WHERE o.status NOT IN ${PAID_STATUSES}`,
       },
     ],
@@ -140,7 +140,7 @@ const INVARIANTS: Invariant[] = [
         query: () => sql`SELECT c.order_id, t.benefit_type FROM (${consumed("OrderPaid", "benefits")}) c
                           CROSS JOIN (VALUES ('LOYALTY_POINTS'), ('COUPON')) AS t(benefit_type)
                           WHERE c.result = 'APPLIED' AND NOT EXISTS (SELECT 1 FROM benefit_grant g
-                                             WHERE g.order_id = c.order_id AND g.benefit_type = t.benefit_type)`,
+                                             WHERE g.user_id = c.user_id AND g.order_id = c.order_id AND g.benefit_type = t.benefit_type)`,
       },
     ],
   },
@@ -152,12 +152,12 @@ const INVARIANTS: Invariant[] = [
       {
         message: "consumed but not shipped",
         query: () => sql`SELECT c.order_id FROM (${consumed("StockDeducted", "shipping")}) c
-                          WHERE c.result = 'APPLIED' AND NOT EXISTS (SELECT 1 FROM shipment s WHERE s.order_id = c.order_id)`,
+                          WHERE c.result = 'APPLIED' AND NOT EXISTS (SELECT 1 FROM shipment s WHERE s.user_id = c.user_id AND s.order_id = c.order_id)`,
       },
       {
         message: "shipment without deducted stock",
         query: () => sql`SELECT s.order_id FROM shipment s
-                          WHERE NOT EXISTS (SELECT 1 FROM stock_deduct_record d WHERE d.order_id = s.order_id)`,
+                          WHERE NOT EXISTS (SELECT 1 FROM stock_deduct_record d WHERE d.user_id = s.user_id AND d.order_id = s.order_id)`,
       },
     ],
   },
@@ -169,7 +169,7 @@ const INVARIANTS: Invariant[] = [
       {
         message: "fully refunded order still holds stock",
         query: (o) => sql`SELECT h.order_id, h.sku_id, h.held FROM (${HELD_STOCK}) h
-                           JOIN orders o ON o.id = h.order_id AND o.status = 'REFUNDED'
+                           JOIN orders o ON o.user_id = h.user_id AND o.id = h.order_id AND o.status = 'REFUNDED'
                           WHERE o.updated_at < now() - ${o.lagSeconds} * interval '1 second' AND h.held > 0`,
       },
       {
@@ -177,22 +177,22 @@ const INVARIANTS: Invariant[] = [
           "fully refunded order still holds a benefit (points not all taken back, or its coupon not revoked)",
         query: (o) => sql`SELECT g.order_id, g.benefit_type, g.amount,
                                  coalesce((SELECT sum(r.amount) FROM benefit_reversal r
-                                            WHERE r.order_id = g.order_id AND r.benefit_type = g.benefit_type), 0)::int AS reversed
+                                            WHERE r.user_id = g.user_id AND r.order_id = g.order_id AND r.benefit_type = g.benefit_type), 0)::int AS reversed
                             FROM benefit_grant g
-                           JOIN orders o ON o.id = g.order_id AND o.status = 'REFUNDED'
+                           JOIN orders o ON o.user_id = g.user_id AND o.id = g.order_id AND o.status = 'REFUNDED'
                           WHERE o.updated_at < now() - ${o.lagSeconds} * interval '1 second'
                             AND CASE WHEN g.benefit_type = 'COUPON'
                                      THEN NOT EXISTS (SELECT 1 FROM benefit_reversal r
-                                                       WHERE r.order_id = g.order_id AND r.benefit_type = 'COUPON')
+                                                       WHERE r.user_id = g.user_id AND r.order_id = g.order_id AND r.benefit_type = 'COUPON')
                                      ELSE g.amount > coalesce((SELECT sum(r.amount) FROM benefit_reversal r
-                                                                WHERE r.order_id = g.order_id AND r.benefit_type = g.benefit_type), 0)
+                                                                WHERE r.user_id = g.user_id AND r.order_id = g.order_id AND r.benefit_type = g.benefit_type), 0)
                                 END`,
       },
       {
         message: "shipped after it was refunded",
         query: () => sql`SELECT s.order_id, s.created_at FROM shipment s
-                          JOIN orders o ON o.id = s.order_id AND o.status = 'REFUNDED'
-                          JOIN refund_order r ON r.order_id = o.id AND r.status = 'REFUND_SUCCESS'
+                          JOIN orders o ON o.user_id = s.user_id AND o.id = s.order_id AND o.status = 'REFUNDED'
+                          JOIN refund_order r ON r.user_id = o.user_id AND r.order_id = o.id AND r.status = 'REFUND_SUCCESS'
                          GROUP BY s.order_id, s.created_at
                         HAVING s.created_at > max(r.updated_at)`,
       },
@@ -219,7 +219,7 @@ const INVARIANTS: Invariant[] = [
         query:
           () => sql`SELECT r.order_id, r.sku_id, sum(r.quantity)::int AS returned, max(d.quantity) AS deducted
                            FROM stock_return_record r
-                           LEFT JOIN stock_deduct_record d ON d.order_id = r.order_id AND d.sku_id = r.sku_id
+                           LEFT JOIN stock_deduct_record d ON d.user_id = r.user_id AND d.order_id = r.order_id AND d.sku_id = r.sku_id
                           GROUP BY r.order_id, r.sku_id
                          HAVING count(d.id) = 0 OR sum(r.quantity) > max(d.quantity)`,
       },
@@ -236,11 +236,11 @@ const INVARIANTS: Invariant[] = [
           o,
         ) => sql`SELECT h.order_id, h.sku_id, h.held, (i.quantity - coalesce(l.refunded, 0))::int AS keeps
                             FROM (${HELD_STOCK}) h
-                            JOIN orders o ON o.id = h.order_id AND o.status IN ('PAID', 'SHIPPED')
-                            JOIN order_item i ON i.order_id = h.order_id AND i.sku_id = h.sku_id
-                            LEFT JOIN (SELECT l.order_id, l.sku_id, sum(l.quantity) AS refunded
-                                         FROM refund_line l JOIN refund_order r ON r.id = l.refund_id AND r.status = 'REFUND_SUCCESS'
-                                        GROUP BY l.order_id, l.sku_id) l ON l.order_id = h.order_id AND l.sku_id = h.sku_id
+                            JOIN orders o ON o.user_id = h.user_id AND o.id = h.order_id AND o.status IN ('PAID', 'SHIPPED')
+                            JOIN order_item i ON i.user_id = h.user_id AND i.order_id = h.order_id AND i.sku_id = h.sku_id
+                            LEFT JOIN (SELECT l.user_id, l.order_id, l.sku_id, sum(l.quantity) AS refunded
+                                         FROM refund_line l JOIN refund_order r ON r.user_id = l.user_id AND r.id = l.refund_id AND r.status = 'REFUND_SUCCESS'
+                                        GROUP BY l.user_id, l.order_id, l.sku_id) l ON l.user_id = h.user_id AND l.order_id = h.order_id AND l.sku_id = h.sku_id
                            WHERE h.held <> i.quantity - coalesce(l.refunded, 0)
                              AND ${SETTLED(o)}`,
       },
@@ -248,12 +248,13 @@ const INVARIANTS: Invariant[] = [
         message: "points held do not follow the net amount paid",
         query: (o) => sql`SELECT g.order_id, g.amount AS granted, v.reversed, n.net
                             FROM benefit_grant g
-                            JOIN orders o ON o.id = g.order_id AND o.status IN ('PAID', 'SHIPPED')
+                            JOIN orders o ON o.user_id = g.user_id AND o.id = g.order_id AND o.status IN ('PAID', 'SHIPPED')
                             CROSS JOIN LATERAL (SELECT coalesce(sum(amount), 0)::int AS reversed FROM benefit_reversal
-                                                 WHERE order_id = g.order_id AND benefit_type = 'LOYALTY_POINTS') v
+                                                 WHERE user_id = g.user_id AND order_id = g.order_id
+                                                   AND benefit_type = 'LOYALTY_POINTS') v
                             CROSS JOIN LATERAL (SELECT (o.amount_cents - coalesce(sum(r.amount_cents), 0))::bigint AS net
-                                                  FROM refund_order r JOIN payment_order p ON p.id = r.payment_id AND p.status = 'SUCCESS'
-                                                 WHERE r.order_id = o.id AND r.status = 'REFUND_SUCCESS') n
+                                                  FROM refund_order r JOIN payment_order p ON p.user_id = r.user_id AND p.id = r.payment_id AND p.status = 'SUCCESS'
+                                                 WHERE r.user_id = o.user_id AND r.order_id = o.id AND r.status = 'REFUND_SUCCESS') n
                            WHERE g.benefit_type = 'LOYALTY_POINTS' AND g.amount - v.reversed <> floor(n.net / 100)
                              AND ${SETTLED(o)}`,
       },
@@ -267,7 +268,7 @@ const INVARIANTS: Invariant[] = [
       {
         message: "refunds exceed the payment",
         query: () => sql`SELECT p.order_id, p.amount_cents AS paid, sum(r.amount_cents)::bigint AS refunded
-                           FROM refund_order r JOIN payment_order p ON p.id = r.payment_id
+                           FROM refund_order r JOIN payment_order p ON p.user_id = r.user_id AND p.id = r.payment_id
                           WHERE r.status NOT IN ('REFUND_FAILED', 'REFUND_SUPERSEDED')
                           GROUP BY p.order_id, p.amount_cents HAVING sum(r.amount_cents) > p.amount_cents`,
       },
@@ -275,10 +276,10 @@ const INVARIANTS: Invariant[] = [
         message: "the successful refunds add up to the payment, but the order is not REFUNDED",
         query:
           () => sql`SELECT o.id AS order_id, o.status, p.amount_cents AS paid, sum(r.amount_cents)::bigint AS refunded
-                           FROM refund_order r JOIN payment_order p ON p.id = r.payment_id
-                           JOIN orders o ON o.id = p.order_id
+                           FROM refund_order r JOIN payment_order p ON p.user_id = r.user_id AND p.id = r.payment_id
+                           JOIN orders o ON o.user_id = p.user_id AND o.id = p.order_id
                           WHERE r.status = 'REFUND_SUCCESS' AND o.status <> 'REFUNDED' AND p.status = 'SUCCESS'
-                          GROUP BY o.id, o.status, p.amount_cents HAVING sum(r.amount_cents) = p.amount_cents`,
+                          GROUP BY o.user_id, o.id, o.status, p.amount_cents HAVING sum(r.amount_cents) = p.amount_cents`,
       },
     ],
   },
@@ -334,9 +335,9 @@ const INVARIANTS: Invariant[] = [
         message: "money received after the order stopped awaiting it, not refunded in full",
         query: (o) => sql`SELECT p.out_trade_no, p.order_id, p.amount_cents,
                                  coalesce(sum(r.amount_cents) FILTER (WHERE r.status = 'REFUND_SUCCESS'), 0) AS refunded
-                            FROM payment_order p LEFT JOIN refund_order r ON r.payment_id = p.id
+                            FROM payment_order p LEFT JOIN refund_order r ON r.user_id = p.user_id AND r.payment_id = p.id
                            WHERE p.status = 'PAID_LATE' AND p.paid_at < now() - ${o.lagSeconds} * interval '1 second'
-                           GROUP BY p.id
+                           GROUP BY p.user_id, p.id
                           HAVING coalesce(sum(r.amount_cents) FILTER (WHERE r.status = 'REFUND_SUCCESS'), 0) < p.amount_cents`,
       },
     ],
@@ -356,18 +357,18 @@ const INVARIANTS: Invariant[] = [
       {
         message: "refund marked superseded, yet it would still fit beside the others",
         query: () => sql`SELECT r.provider_refund_no, r.order_id, r.amount_cents FROM refund_order r
-                           JOIN payment_order p ON p.id = r.payment_id
+                           JOIN payment_order p ON p.user_id = r.user_id AND p.id = r.payment_id
                           WHERE r.status = 'REFUND_SUPERSEDED'
                             AND r.amount_cents <= p.amount_cents
                                   - (SELECT coalesce(sum(o.amount_cents), 0) FROM refund_order o
-                                      WHERE o.payment_id = r.payment_id AND o.status NOT IN ('REFUND_FAILED', 'REFUND_SUPERSEDED'))
+                                      WHERE o.user_id = r.user_id AND o.payment_id = r.payment_id AND o.status NOT IN ('REFUND_FAILED', 'REFUND_SUPERSEDED'))
                             AND NOT EXISTS (SELECT 1 FROM refund_line l
-                                              JOIN order_item i ON i.order_id = l.order_id AND i.sku_id = l.sku_id
-                                             WHERE l.refund_id = r.id
+                                              JOIN order_item i ON i.user_id = l.user_id AND i.order_id = l.order_id AND i.sku_id = l.sku_id
+                                             WHERE l.user_id = r.user_id AND l.refund_id = r.id
                                                AND l.quantity > i.quantity
                                                      - (SELECT coalesce(sum(l2.quantity), 0) FROM refund_line l2
-                                                          JOIN refund_order o2 ON o2.id = l2.refund_id
-                                                         WHERE l2.order_id = l.order_id AND l2.sku_id = l.sku_id
+                                                          JOIN refund_order o2 ON o2.user_id = l2.user_id AND o2.id = l2.refund_id
+                                                         WHERE l2.user_id = l.user_id AND l2.order_id = l.order_id AND l2.sku_id = l.sku_id
                                                            AND o2.status NOT IN ('REFUND_FAILED', 'REFUND_SUPERSEDED')))`,
       },
     ],
@@ -385,27 +386,27 @@ const INVARIANTS: Invariant[] = [
       {
         message: "coupon held by an order that ended (closed or refunded in full)",
         query:
-          () => sql`SELECT r.code, r.order_id, o.status FROM coupon_redemption r JOIN orders o ON o.id = r.order_id
+          () => sql`SELECT r.code, r.order_id, o.status FROM coupon_redemption r JOIN orders o ON o.user_id = r.user_id AND o.id = r.order_id
                           WHERE r.status = 'ACTIVE' AND o.status IN ('CLOSED', 'REFUNDED')`,
       },
       {
         message: "coupon spent by someone other than its owner, or its discount not the order's",
         query:
           () => sql`SELECT r.code, r.order_id, r.user_id, g.user_id AS owner, r.discount_cents, o.discount_cents AS order_discount
-                           FROM coupon_redemption r JOIN benefit_grant g ON g.code = r.code JOIN orders o ON o.id = r.order_id
+                           FROM coupon_redemption r JOIN benefit_grant g ON g.code = r.code JOIN orders o ON o.user_id = r.user_id AND o.id = r.order_id
                           WHERE r.user_id <> g.user_id OR o.user_id <> g.user_id OR r.discount_cents <> o.discount_cents`,
       },
       {
         message: "discounted order without a coupon",
         query: () => sql`SELECT o.id AS order_id, o.discount_cents FROM orders o
                           WHERE o.discount_cents > 0
-                            AND NOT EXISTS (SELECT 1 FROM coupon_redemption r WHERE r.order_id = o.id)`,
+                            AND NOT EXISTS (SELECT 1 FROM coupon_redemption r WHERE r.user_id = o.user_id AND r.order_id = o.id)`,
       },
       {
         message: "coupon spent after it was revoked",
         query: () => sql`SELECT r.code, r.order_id, r.created_at, v.created_at AS revoked_at
                            FROM coupon_redemption r JOIN benefit_grant g ON g.code = r.code
-                           JOIN benefit_reversal v ON v.order_id = g.order_id AND v.benefit_type = 'COUPON'
+                           JOIN benefit_reversal v ON v.user_id = g.user_id AND v.order_id = g.order_id AND v.benefit_type = 'COUPON'
                           WHERE r.created_at > v.created_at`,
       },
     ],

@@ -8,6 +8,7 @@ import {
   REFUNDS_THAT_RETURN_NOTHING,
   refundOrder,
 } from "~/server/db/schema";
+import { isOrder } from "~/server/orders/order-ref";
 import { ok, refuse, type Verdict } from "~/server/payments/verdict";
 import type { NotificationBody } from "~/shared/provider-contract";
 import { supersedeFailedRefunds } from "./supersede";
@@ -31,7 +32,7 @@ export async function applyRefundSucceeded(
   if (!n.refund_no) return refuse("MALFORMED", 400, "a refund notification needs refund_no");
   // The provider knows the refund by the merchant's provider refund number, not the shopper's.
   const [refund] = await tx.select().from(refundOrder).where(eq(refundOrder.providerRefundNo, n.refund_no));
-  if (!refund || refund.paymentId !== payment.id) {
+  if (!refund || refund.paymentId !== payment.id || refund.userId !== payment.userId) {
     return refuse("UNKNOWN_PAYMENT", 404, `no refund ${n.refund_no} for payment ${n.out_trade_no}`);
   }
   if (refund.amountCents !== n.amount_cents || refund.currency !== n.currency) {
@@ -47,17 +48,23 @@ export async function applyRefundSucceeded(
   await tx
     .select({ id: paymentOrder.id })
     .from(paymentOrder)
-    .where(eq(paymentOrder.id, payment.id))
+    .where(and(eq(paymentOrder.userId, payment.userId), eq(paymentOrder.id, payment.id)))
     .for("update");
   // Then the order's, as fulfilment takes it: a shipment and this refund take turns on the order, and the
   // refund's time is read once the order is ours (clock_timestamp, not the transaction's start), so
   // "shipped before the refund" in reconciliation means what happened first on the order.
-  await tx.select({ id: orders.id }).from(orders).where(eq(orders.id, payment.orderId)).for("update");
+  const order = { userId: payment.userId, orderId: payment.orderId };
+  await tx
+    .select({ id: orders.id })
+    .from(orders)
+    .where(isOrder(orders, orders.id, order))
+    .for("update");
   const [moved] = await tx
     .update(refundOrder)
     .set({ status: "REFUND_SUCCESS", updatedAt: sql`clock_timestamp()` })
     .where(
       and(
+        eq(refundOrder.userId, refund.userId),
         eq(refundOrder.id, refund.id),
         inArray(refundOrder.status, ["REFUND_CREATED", "REFUND_PROCESSING", ...REFUNDS_THAT_RETURN_NOTHING]),
       ),
@@ -68,31 +75,40 @@ export async function applyRefundSucceeded(
     const [current] = await tx
       .select({ status: refundOrder.status })
       .from(refundOrder)
-      .where(eq(refundOrder.id, refund.id));
+      .where(and(eq(refundOrder.userId, refund.userId), eq(refundOrder.id, refund.id)));
     return ok("DUPLICATE", `refund already processed (${current?.status})`);
   }
   // Cheap, and right whatever this refund was before (the status read above may be stale): a refund
   // that was rejected here and succeeded after all leaves less room for the other rejected ones.
-  await supersedeFailedRefunds(tx, payment.id, `refund ${refund.refundNo} succeeded at the provider`);
+  await supersedeFailedRefunds(tx, payment, `refund ${refund.refundNo} succeeded at the provider`);
   // A late payment's refund returns money that was never the order's: the order and its fulfilment stay as they are.
   if (payment.status === "PAID_LATE")
     return ok("PROCESSED", "late payment refunded; the order keeps its state");
   const [totals] = await tx
     .select({ refunded: sql<string>`coalesce(sum(${refundOrder.amountCents}), 0)` })
     .from(refundOrder)
-    .where(and(eq(refundOrder.paymentId, payment.id), eq(refundOrder.status, "REFUND_SUCCESS")));
+    .where(
+      and(
+        eq(refundOrder.userId, payment.userId),
+        eq(refundOrder.paymentId, payment.id),
+        eq(refundOrder.status, "REFUND_SUCCESS"),
+      ),
+    );
   const fullyRefunded = Number(totals?.refunded ?? 0) === payment.amountCents;
   if (fullyRefunded) {
     await tx
       .update(orders)
       .set({ status: "REFUNDED", updatedAt: sql`clock_timestamp()` })
-      .where(and(eq(orders.id, payment.orderId), inArray(orders.status, ["PAID", "SHIPPED", "STOCK_SHORT"])));
+      .where(
+        and(isOrder(orders, orders.id, order), inArray(orders.status, ["PAID", "SHIPPED", "STOCK_SHORT"])),
+      );
     // All its money went back: the coupon it spent comes back too.
-    await releaseCoupon(tx, payment.orderId);
+    await releaseCoupon(tx, order);
   }
   await tx
     .insert(outboxEvent)
     .values({
+      userId: payment.userId,
       eventType: "RefundSucceeded",
       aggregateType: "order",
       aggregateId: payment.orderId,
@@ -105,6 +121,6 @@ export async function applyRefundSucceeded(
         fullyRefunded,
       },
     })
-    .onConflictDoNothing({ target: outboxEvent.dedupeKey });
+    .onConflictDoNothing({ target: [outboxEvent.userId, outboxEvent.dedupeKey] });
   return ok("PROCESSED", fullyRefunded ? "refund succeeded; order fully refunded" : "refund succeeded");
 }

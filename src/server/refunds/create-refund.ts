@@ -11,6 +11,7 @@ import {
 import { DomainError } from "~/server/errors";
 import { defineOperation, type OperationContext } from "~/server/idempotency";
 import { normaliseLines } from "~/server/orders/create-order";
+import { isOrder, type OrderRef } from "~/server/orders/order-ref";
 import { getOwnedOrder } from "~/server/orders/queries";
 import { type OrderLine, orderIdParams } from "~/server/orders/schema";
 import { type CreateRefundInput, createRefundBody, createRefundInput, refundResource } from "./schema";
@@ -83,7 +84,7 @@ export async function recordRefund(
   tx: Tx,
   input: CreateRefundInput & { userId: string; reason: string },
 ): Promise<{ refund: RefundView; existed: boolean }> {
-  const payment = await lockPaidPayment(tx, input.orderId);
+  const payment = await lockPaidPayment(tx, input);
   if (!payment)
     throw new DomainError("ORDER_NOT_REFUNDABLE", "this order has no successful payment to refund");
   const lines = input.lines ? normaliseLines(input.lines) : undefined;
@@ -92,13 +93,17 @@ export async function recordRefund(
   if (existing) return replayOf(tx, existing, input, lines);
 
   const amountCents = lines
-    ? await priceLines(tx, input.orderId, lines, input.amountCents)
+    ? await priceLines(tx, input, lines, input.amountCents)
     : (input.amountCents ?? 0);
   const [refunded] = await tx
     .select({ total: sql<string>`coalesce(sum(${refundOrder.amountCents}), 0)` })
     .from(refundOrder)
     .where(
-      and(eq(refundOrder.paymentId, payment.id), notInArray(refundOrder.status, REFUNDS_THAT_RETURN_NOTHING)),
+      and(
+        eq(refundOrder.userId, payment.userId),
+        eq(refundOrder.paymentId, payment.id),
+        notInArray(refundOrder.status, REFUNDS_THAT_RETURN_NOTHING),
+      ),
     );
   const already = Number(refunded?.total ?? 0);
   if (already + amountCents > payment.amountCents) {
@@ -128,12 +133,17 @@ export async function recordRefund(
     return replayOf(tx, winner, input, lines);
   }
   if (lines) {
-    await tx
-      .insert(refundLine)
-      .values(lines.map((line) => ({ refundId: created.id, orderId: input.orderId, ...line })));
+    await tx.insert(refundLine).values(
+      lines.map((line) => ({
+        userId: input.userId,
+        refundId: created.id,
+        orderId: input.orderId,
+        ...line,
+      })),
+    );
   }
   // A rejected refund of this order that this one leaves no room for can never be retried: say so now.
-  await supersedeFailedRefunds(tx, payment.id, `refund ${input.refundNo} returned what it would have`);
+  await supersedeFailedRefunds(tx, payment, `refund ${input.refundNo} returned what it would have`);
   return { refund: viewOf(created, lines), existed: false };
 }
 
@@ -144,7 +154,7 @@ export async function recordRefund(
  */
 async function priceLines(
   tx: Tx,
-  orderId: string,
+  order: OrderRef,
   lines: OrderLine[],
   amountCents?: number,
 ): Promise<number> {
@@ -155,12 +165,20 @@ async function priceLines(
       unitPriceCents: orderItem.unitPriceCents,
     })
     .from(orderItem)
-    .where(eq(orderItem.orderId, orderId));
+    .where(isOrder(orderItem, orderItem.orderId, order));
   const named = await tx
     .select({ skuId: refundLine.skuId, quantity: sql<string>`sum(${refundLine.quantity})` })
     .from(refundLine)
-    .innerJoin(refundOrder, eq(refundOrder.id, refundLine.refundId))
-    .where(and(eq(refundLine.orderId, orderId), notInArray(refundOrder.status, REFUNDS_THAT_RETURN_NOTHING)))
+    .innerJoin(
+      refundOrder,
+      and(eq(refundOrder.userId, refundLine.userId), eq(refundOrder.id, refundLine.refundId)),
+    )
+    .where(
+      and(
+        isOrder(refundLine, refundLine.orderId, order),
+        notInArray(refundOrder.status, REFUNDS_THAT_RETURN_NOTHING),
+      ),
+    )
     .groupBy(refundLine.skuId);
   const alreadyNamed = new Map(named.map((row) => [row.skuId, Number(row.quantity)]));
   const bySku = new Map(items.map((item) => [item.skuId, item]));
@@ -181,24 +199,24 @@ async function priceLines(
     value += item.unitPriceCents * line.quantity;
   }
   if (amountCents !== undefined) return amountCents;
-  const [order] = await tx
+  const [priced] = await tx
     .select({ amountCents: orders.amountCents, discountCents: orders.discountCents })
     .from(orders)
-    .where(eq(orders.id, orderId));
-  if (!order) throw new DomainError("ORDER_NOT_FOUND", "order not found");
-  const subtotal = order.amountCents + order.discountCents;
-  return Math.floor((value * order.amountCents) / subtotal);
+    .where(isOrder(orders, orders.id, order));
+  if (!priced) throw new DomainError("ORDER_NOT_FOUND", "order not found");
+  const subtotal = priced.amountCents + priced.discountCents;
+  return Math.floor((value * priced.amountCents) / subtotal);
 }
 
 /**
  * The order's successful payment, locked until the transaction ends: everything that decides how much of
  * an order is refunded takes this lock first, so those decisions take turns.
  */
-export async function lockPaidPayment(tx: Tx, orderId: string) {
+export async function lockPaidPayment(tx: Tx, order: OrderRef) {
   const [payment] = await tx
     .select()
     .from(paymentOrder)
-    .where(and(eq(paymentOrder.orderId, orderId), eq(paymentOrder.status, "SUCCESS")))
+    .where(and(isOrder(paymentOrder, paymentOrder.orderId, order), eq(paymentOrder.status, "SUCCESS")))
     .for("update");
   return payment;
 }
@@ -212,12 +230,12 @@ async function findRefund(db: Executor, userId: string, refundNo: string) {
 }
 
 /** The lines each of these refunds names, by refund id. */
-export async function refundLinesOf(db: Executor, refundIds: string[]) {
+export async function refundLinesOf(db: Executor, userId: string, refundIds: string[]) {
   if (refundIds.length === 0) return new Map<string, OrderLine[]>();
   const rows = await db
     .select({ refundId: refundLine.refundId, skuId: refundLine.skuId, quantity: refundLine.quantity })
     .from(refundLine)
-    .where(inArray(refundLine.refundId, refundIds))
+    .where(and(eq(refundLine.userId, userId), inArray(refundLine.refundId, refundIds)))
     .orderBy(asc(refundLine.skuId));
   const byRefund = new Map<string, OrderLine[]>();
   for (const { refundId, ...line } of rows) byRefund.set(refundId, [...(byRefund.get(refundId) ?? []), line]);
@@ -240,7 +258,7 @@ async function replayOf(
   input: CreateRefundInput,
   lines: OrderLine[] | undefined,
 ): Promise<{ refund: RefundView; existed: boolean }> {
-  const stored = (await refundLinesOf(db, [existing.id])).get(existing.id);
+  const stored = (await refundLinesOf(db, existing.userId, [existing.id])).get(existing.id);
   const sameLines = JSON.stringify(stored ?? null) === JSON.stringify(lines ?? null);
   const sameAmount = input.amountCents === undefined || input.amountCents === existing.amountCents;
   if (existing.orderId !== input.orderId || !sameAmount || !sameLines) {

@@ -1,16 +1,17 @@
-import { desc, eq } from "drizzle-orm";
+import { desc } from "drizzle-orm";
 import type { Executor } from "~/server/db/client";
 import { refundOrder } from "~/server/db/schema";
+import { isOrder, type OrderRef } from "~/server/orders/order-ref";
 import { getOwnedOrder } from "~/server/orders/queries";
 import { refundLinesOf } from "./create-refund";
 
 export async function listRefunds(db: Executor, userId: string, orderId: string) {
   await getOwnedOrder(db, userId, orderId);
-  return refundsOfOrder(db, orderId);
+  return refundsOfOrder(db, { userId, orderId });
 }
 
 /** An order's refunds, newest first, with the lines each gives back. The caller has checked the order is the shopper's. */
-export async function refundsOfOrder(db: Executor, orderId: string) {
+export async function refundsOfOrder(db: Executor, order: OrderRef) {
   const rows = await db
     .select({
       id: refundOrder.id,
@@ -23,10 +24,11 @@ export async function refundsOfOrder(db: Executor, orderId: string) {
       createdAt: refundOrder.createdAt,
     })
     .from(refundOrder)
-    .where(eq(refundOrder.orderId, orderId))
+    .where(isOrder(refundOrder, refundOrder.orderId, order))
     .orderBy(desc(refundOrder.createdAt));
   const lines = await refundLinesOf(
     db,
+    order.userId,
     rows.map((row) => row.id),
   );
   return rows.map(({ id, ...row }) => ({ ...row, lines: lines.get(id) ?? [] }));

@@ -24,11 +24,11 @@ export async function retryFailedRefund(
       .from(refundOrder)
       .where(eq(refundOrder.providerRefundNo, providerRefundNo));
     if (!refund) throw new DomainError("ORDER_NOT_FOUND", `no refund ${providerRefundNo}`);
-    const payment = await lockPaidPayment(tx, refund.orderId);
+    const payment = await lockPaidPayment(tx, refund);
     if (!payment) throw new DomainError("ORDER_NOT_REFUNDABLE", "the order has no successful payment");
     const superseded = await supersedeFailedRefunds(
       tx,
-      payment.id,
+      payment,
       "other refunds returned what it would have",
       refund.id,
     );
@@ -36,7 +36,13 @@ export async function retryFailedRefund(
     const [moved] = await tx
       .update(refundOrder)
       .set({ status: "REFUND_CREATED", failureReason: null, updatedAt: sql`now()` })
-      .where(and(eq(refundOrder.id, refund.id), eq(refundOrder.status, "REFUND_FAILED")))
+      .where(
+        and(
+          eq(refundOrder.userId, refund.userId),
+          eq(refundOrder.id, refund.id),
+          eq(refundOrder.status, "REFUND_FAILED"),
+        ),
+      )
       .returning({ status: refundOrder.status });
     return moved !== undefined;
   });

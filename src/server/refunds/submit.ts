@@ -21,7 +21,10 @@ export async function submitRefund(
   const [row] = await db
     .select({ refund: refundOrder, outTradeNo: paymentOrder.outTradeNo })
     .from(refundOrder)
-    .innerJoin(paymentOrder, eq(paymentOrder.id, refundOrder.paymentId))
+    .innerJoin(
+      paymentOrder,
+      and(eq(paymentOrder.userId, refundOrder.userId), eq(paymentOrder.id, refundOrder.paymentId)),
+    )
     .where(eq(refundOrder.providerRefundNo, providerRefundNo));
   if (!row) throw new Error(`no refund ${providerRefundNo}`);
   if (row.refund.status !== "REFUND_CREATED") return row.refund.status;
@@ -40,7 +43,7 @@ export async function submitRefund(
       await tx
         .select({ id: paymentOrder.id })
         .from(paymentOrder)
-        .where(eq(paymentOrder.id, row.refund.paymentId))
+        .where(and(eq(paymentOrder.userId, row.refund.userId), eq(paymentOrder.id, row.refund.paymentId)))
         .for("update");
     }
     const [updated] = await tx
@@ -59,7 +62,7 @@ export async function submitRefund(
     // more than was paid): nobody should wait on it, so it is superseded at once rather than alerting.
     const superseded = await supersedeFailedRefunds(
       tx,
-      row.refund.paymentId,
+      { userId: row.refund.userId, id: row.refund.paymentId },
       "other refunds returned what it would have",
       row.refund.id,
     );

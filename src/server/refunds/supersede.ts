@@ -12,7 +12,7 @@ const RETURNS_NOTHING = sql.raw(REFUNDS_THAT_RETURN_NOTHING.map((status) => `'${
  */
 export async function supersedeFailedRefunds(
   tx: Tx,
-  paymentId: string,
+  payment: { userId: string; id: string },
   why: string,
   only?: string,
 ): Promise<string[]> {
@@ -20,18 +20,20 @@ export async function supersedeFailedRefunds(
     UPDATE refund_order r
        SET status = 'REFUND_SUPERSEDED', updated_at = clock_timestamp(),
            failure_reason = coalesce(r.failure_reason, 'rejected') || '; superseded: ' || ${why}
-     WHERE r.payment_id = ${paymentId} AND r.status = 'REFUND_FAILED'
+     WHERE r.user_id = ${payment.userId} AND r.payment_id = ${payment.id} AND r.status = 'REFUND_FAILED'
        ${only ? sql`AND r.id = ${only}` : sql``}
-       AND (r.amount_cents > (SELECT p.amount_cents FROM payment_order p WHERE p.id = r.payment_id)
+       AND (r.amount_cents > (SELECT p.amount_cents FROM payment_order p
+                                WHERE p.user_id = r.user_id AND p.id = r.payment_id)
                                - (SELECT coalesce(sum(o.amount_cents), 0) FROM refund_order o
-                                   WHERE o.payment_id = r.payment_id AND o.status NOT IN (${RETURNS_NOTHING}))
+                                   WHERE o.user_id = r.user_id AND o.payment_id = r.payment_id
+                                     AND o.status NOT IN (${RETURNS_NOTHING}))
             OR EXISTS (SELECT 1 FROM refund_line l
-                         JOIN order_item i ON i.order_id = l.order_id AND i.sku_id = l.sku_id
-                        WHERE l.refund_id = r.id
+                         JOIN order_item i ON i.user_id = l.user_id AND i.order_id = l.order_id AND i.sku_id = l.sku_id
+                        WHERE l.user_id = r.user_id AND l.refund_id = r.id
                           AND l.quantity > i.quantity
                                 - (SELECT coalesce(sum(l2.quantity), 0) FROM refund_line l2
-                                     JOIN refund_order o2 ON o2.id = l2.refund_id
-                                    WHERE l2.order_id = l.order_id AND l2.sku_id = l.sku_id
+                                     JOIN refund_order o2 ON o2.user_id = l2.user_id AND o2.id = l2.refund_id
+                                    WHERE l2.user_id = l.user_id AND l2.order_id = l.order_id AND l2.sku_id = l.sku_id
                                       AND o2.status NOT IN (${RETURNS_NOTHING}))))
     RETURNING r.provider_refund_no`);
   return rows.map((row) => row.provider_refund_no);

@@ -24,8 +24,8 @@ export function getOrder(deps: RestDeps, req: Request, rawOrderId: string): Prom
     const order = await getOrderById(deps.app.db, userId, orderId);
     // getOrderById checked ownership; the rest is read once, without re-checking.
     const [payments, refunds] = await Promise.all([
-      paymentsOfOrder(deps.app.db, orderId),
-      refundsOfOrder(deps.app.db, orderId),
+      paymentsOfOrder(deps.app.db, { userId, orderId }),
+      refundsOfOrder(deps.app.db, { userId, orderId }),
     ]);
     return json(200, {
       ...order,

@@ -1,9 +1,11 @@
 import { randomUUID } from "node:crypto";
 import { sql } from "drizzle-orm";
 import {
+  type AnyPgColumn,
   bigint,
   boolean,
   check,
+  foreignKey,
   index,
   integer,
   jsonb,
@@ -14,14 +16,25 @@ import {
   uniqueIndex,
   uuid,
 } from "drizzle-orm/pg-core";
-import { createdAt, identity, inList } from "./columns";
+import { createdAt, identity, identityPart, inList } from "./columns";
 
 // The merchant's business: catalogue, orders, payments, outbox, fulfilment, refunds.
+//
+// Ready to shard by shopper (docs/scale-out.md, test/shard-ready.test.ts): every table a shopper's
+// requests write carries `user_id`, the future distribution column. Its primary key and every unique key
+// lead with it, and it references its parents by (user_id, id), so a shopper's rows always sit together.
 
-const orderRef = () =>
-  uuid()
-    .notNull()
-    .references(() => orders.id);
+/** The shopper's id, on every shopper-owned row. */
+const shopper = () => text().notNull();
+/** (user_id, id): the primary key of a shopper-owned table. */
+const shopperKey = (name: string, t: { userId: AnyPgColumn; id: AnyPgColumn }) =>
+  primaryKey({ name, columns: [t.userId, t.id] });
+/** A reference to the shopper's own order: (user_id, order_id) → orders (user_id, id). */
+const toOrder = (name: string, t: { userId: AnyPgColumn; orderId: AnyPgColumn }) =>
+  foreignKey({ name, columns: [t.userId, t.orderId], foreignColumns: [orders.userId, orders.id] });
+/** A reference to the shopper's own refund. */
+const toRefund = (name: string, t: { userId: AnyPgColumn; refundId: AnyPgColumn }) =>
+  foreignKey({ name, columns: [t.userId, t.refundId], foreignColumns: [refundOrder.userId, refundOrder.id] });
 const skuRef = () =>
   text()
     .notNull()
@@ -59,8 +72,8 @@ export type OrderStatus = (typeof ORDER_STATUSES)[number];
 export const orders = pgTable(
   "orders",
   {
-    id: uuid().primaryKey().defaultRandom(),
-    userId: text().notNull(),
+    id: uuid().notNull().defaultRandom(),
+    userId: shopper(),
     requestId: text().notNull(),
     /** What the shopper pays: the lines' total less the coupon's discount. */
     amountCents: bigint({ mode: "number" }).notNull(),
@@ -72,8 +85,11 @@ export const orders = pgTable(
     updatedAt: createdAt(),
   },
   (t) => [
+    shopperKey("orders_pkey", t),
     uniqueIndex("orders_user_id_request_id_uq").on(t.userId, t.requestId),
     index("orders_user_id_created_at_idx").on(t.userId, t.createdAt),
+    // The timeout job's question (orders unpaid past their time), asked of every shard: the unpaid ones only.
+    index("orders_awaiting_payment_idx").on(t.createdAt).where(sql`status = 'PENDING_PAYMENT'`),
     check("orders_amount_non_negative", sql`${t.amountCents} >= 0`),
     check("orders_discount_non_negative", sql`${t.discountCents} >= 0`),
     check("orders_status_valid", sql.raw(`status IN (${ORDER_STATUSES.map((s) => `'${s}'`).join(", ")})`)),
@@ -83,10 +99,9 @@ export const orders = pgTable(
 export const orderItem = pgTable(
   "order_item",
   {
-    id: uuid().primaryKey().defaultRandom(),
-    orderId: uuid()
-      .notNull()
-      .references(() => orders.id, { onDelete: "cascade" }),
+    id: uuid().notNull().defaultRandom(),
+    userId: shopper(),
+    orderId: uuid().notNull(),
     skuId: skuRef(),
     skuName: text().notNull(),
     quantity: integer().notNull(),
@@ -94,7 +109,9 @@ export const orderItem = pgTable(
     lineTotalCents: bigint({ mode: "number" }).notNull(),
   },
   (t) => [
-    uniqueIndex("order_item_order_id_sku_id_uq").on(t.orderId, t.skuId),
+    shopperKey("order_item_pkey", t),
+    toOrder("order_item_order_fk", t).onDelete("cascade"),
+    uniqueIndex("order_item_order_id_sku_id_uq").on(t.userId, t.orderId, t.skuId),
     check("order_item_quantity_positive", sql`${t.quantity} > 0`),
   ],
 );
@@ -112,8 +129,9 @@ export type PaymentStatus = (typeof PAYMENT_STATUSES)[number];
 export const paymentOrder = pgTable(
   "payment_order",
   {
-    id: uuid().primaryKey().defaultRandom(),
-    orderId: orderRef(),
+    id: uuid().notNull().defaultRandom(),
+    userId: shopper(),
+    orderId: uuid().notNull(),
     outTradeNo: text().notNull(),
     amountCents: bigint({ mode: "number" }).notNull(),
     currency: text().notNull(),
@@ -130,6 +148,8 @@ export const paymentOrder = pgTable(
     updatedAt: createdAt(),
   },
   (t) => [
+    shopperKey("payment_order_pkey", t),
+    toOrder("payment_order_order_fk", t),
     uniqueIndex("payment_order_out_trade_no_uq").on(t.outTradeNo),
     uniqueIndex("payment_order_transaction_id_uq").on(t.transactionId),
     index("payment_order_pending_idx").on(t.createdAt).where(sql`status = 'PENDING'`),
@@ -137,7 +157,9 @@ export const paymentOrder = pgTable(
       .on(t.queryAttempts, t.nextQueryAt)
       .where(sql`status = 'PENDING'`),
     // One open (or successful) payment per order; a closed one may be followed by a new one.
-    uniqueIndex("payment_order_open_per_order_uq").on(t.orderId).where(sql`status IN ('PENDING', 'SUCCESS')`),
+    uniqueIndex("payment_order_open_per_order_uq")
+      .on(t.userId, t.orderId)
+      .where(sql`status IN ('PENDING', 'SUCCESS')`),
     inList("payment_order_status_valid", "status", PAYMENT_STATUSES),
     check("payment_order_amount_positive", sql`${t.amountCents} > 0`),
   ],
@@ -213,7 +235,9 @@ export const apiTokenRevocation = pgTable("api_token_revocation", {
 export const outboxEvent = pgTable(
   "outbox_event",
   {
-    id: uuid().primaryKey().defaultRandom(),
+    id: uuid().notNull().defaultRandom(),
+    /** The shopper whose order the event is about: it is written in that order's transactions. */
+    userId: shopper(),
     eventType: text().notNull(),
     aggregateType: text().notNull(),
     aggregateId: text().notNull(),
@@ -224,7 +248,8 @@ export const outboxEvent = pgTable(
     publishedAt: timestamp({ withTimezone: true }),
   },
   (t) => [
-    uniqueIndex("outbox_event_dedupe_key_uq").on(t.dedupeKey),
+    shopperKey("outbox_event_pkey", t),
+    uniqueIndex("outbox_event_dedupe_key_uq").on(t.userId, t.dedupeKey),
     index("outbox_event_unpublished_idx").on(t.createdAt).where(sql`published_at IS NULL`),
   ],
 );
@@ -238,10 +263,9 @@ export const CONSUME_STATUSES = ["PROCESSING", "DONE"] as const;
 export const messageConsumeRecord = pgTable(
   "message_consume_record",
   {
-    id: identity(),
-    eventId: uuid()
-      .notNull()
-      .references(() => outboxEvent.id),
+    id: identityPart(),
+    userId: shopper(),
+    eventId: uuid().notNull(),
     consumerName: text().notNull(),
     status: text({ enum: CONSUME_STATUSES }).notNull().default("PROCESSING"),
     /** What the consumer did: APPLIED, SKIPPED (nothing to do), … */
@@ -250,7 +274,13 @@ export const messageConsumeRecord = pgTable(
     doneAt: timestamp({ withTimezone: true }),
   },
   (t) => [
-    uniqueIndex("message_consume_record_event_consumer_uq").on(t.eventId, t.consumerName),
+    shopperKey("message_consume_record_pkey", t),
+    foreignKey({
+      name: "message_consume_record_event_fk",
+      columns: [t.userId, t.eventId],
+      foreignColumns: [outboxEvent.userId, outboxEvent.id],
+    }),
+    uniqueIndex("message_consume_record_event_consumer_uq").on(t.userId, t.eventId, t.consumerName),
     inList("message_consume_record_status_valid", "status", CONSUME_STATUSES),
   ],
 );
@@ -258,14 +288,17 @@ export const messageConsumeRecord = pgTable(
 export const stockDeductRecord = pgTable(
   "stock_deduct_record",
   {
-    id: identity(),
-    orderId: orderRef(),
+    id: identityPart(),
+    userId: shopper(),
+    orderId: uuid().notNull(),
     skuId: skuRef(),
     quantity: integer().notNull(),
     createdAt: createdAt(),
   },
   (t) => [
-    uniqueIndex("stock_deduct_record_order_sku_uq").on(t.orderId, t.skuId),
+    shopperKey("stock_deduct_record_pkey", t),
+    toOrder("stock_deduct_record_order_fk", t),
+    uniqueIndex("stock_deduct_record_order_sku_uq").on(t.userId, t.orderId, t.skuId),
     check("stock_deduct_record_quantity_positive", sql`${t.quantity} > 0`),
   ],
 );
@@ -275,9 +308,9 @@ export const BENEFIT_TYPES = ["LOYALTY_POINTS", "COUPON"] as const;
 export const benefitGrant = pgTable(
   "benefit_grant",
   {
-    id: identity(),
-    orderId: orderRef(),
-    userId: text().notNull(),
+    id: identityPart(),
+    orderId: uuid().notNull(),
+    userId: shopper(),
     benefitType: text({ enum: BENEFIT_TYPES }).notNull(),
     /** Points, or the coupon's value in cents. */
     amount: integer().notNull(),
@@ -285,9 +318,12 @@ export const benefitGrant = pgTable(
     createdAt: createdAt(),
   },
   (t) => [
-    // Led by the shopper, the future distribution column (docs/scale-out.md, test/shard-ready.test.ts).
+    shopperKey("benefit_grant_pkey", t),
+    toOrder("benefit_grant_order_fk", t),
     uniqueIndex("benefit_grant_user_order_type_uq").on(t.userId, t.orderId, t.benefitType),
     uniqueIndex("benefit_grant_code_uq").on(t.code),
+    // What a redemption references: a coupon is spent by its owner.
+    uniqueIndex("benefit_grant_user_code_uq").on(t.userId, t.code),
     inList("benefit_grant_type_valid", "benefit_type", BENEFIT_TYPES),
   ],
 );
@@ -302,18 +338,23 @@ export const COUPON_REDEMPTION_STATUSES = ["ACTIVE", "RELEASED"] as const;
 export const couponRedemption = pgTable(
   "coupon_redemption",
   {
-    id: identity(),
-    code: text()
-      .notNull()
-      .references(() => benefitGrant.code),
-    userId: text().notNull(),
-    orderId: orderRef(),
+    id: identityPart(),
+    code: text().notNull(),
+    userId: shopper(),
+    orderId: uuid().notNull(),
     discountCents: integer().notNull(),
     status: text({ enum: COUPON_REDEMPTION_STATUSES }).notNull().default("ACTIVE"),
     createdAt: createdAt(),
     releasedAt: timestamp({ withTimezone: true }),
   },
   (t) => [
+    shopperKey("coupon_redemption_pkey", t),
+    toOrder("coupon_redemption_order_fk", t),
+    foreignKey({
+      name: "coupon_redemption_coupon_fk",
+      columns: [t.userId, t.code],
+      foreignColumns: [benefitGrant.userId, benefitGrant.code],
+    }),
     uniqueIndex("coupon_redemption_active_code_uq").on(t.code).where(sql`status = 'ACTIVE'`),
     uniqueIndex("coupon_redemption_user_order_uq").on(t.userId, t.orderId),
     check("coupon_redemption_discount_positive", sql`${t.discountCents} > 0`),
@@ -324,12 +365,17 @@ export const couponRedemption = pgTable(
 export const shipment = pgTable(
   "shipment",
   {
-    id: uuid().primaryKey().defaultRandom(),
-    orderId: orderRef(),
+    id: uuid().notNull().defaultRandom(),
+    userId: shopper(),
+    orderId: uuid().notNull(),
     trackingNo: text().notNull(),
     createdAt: createdAt(),
   },
-  (t) => [uniqueIndex("shipment_order_uq").on(t.orderId)],
+  (t) => [
+    shopperKey("shipment_pkey", t),
+    toOrder("shipment_order_fk", t),
+    uniqueIndex("shipment_order_uq").on(t.userId, t.orderId),
+  ],
 );
 
 // ---------------------------------------------------------------------------
@@ -353,19 +399,17 @@ export const REFUNDS_THAT_RETURN_NOTHING: RefundStatus[] = ["REFUND_FAILED", "RE
 export const refundOrder = pgTable(
   "refund_order",
   {
-    id: uuid().primaryKey().defaultRandom(),
+    id: uuid().notNull().defaultRandom(),
     /** The order's owner: refund numbers are theirs, one namespace per shopper. */
-    userId: text().notNull(),
+    userId: shopper(),
     /** The shopper's number for this refund (their key), or a system one under `sys/` that no shopper can make. */
     refundNo: text().notNull(),
     /** The number the provider knows this refund by: one namespace for the whole merchant, never a shopper's input. */
     providerRefundNo: text()
       .notNull()
       .$defaultFn(() => randomUUID()),
-    orderId: orderRef(),
-    paymentId: uuid()
-      .notNull()
-      .references(() => paymentOrder.id),
+    orderId: uuid().notNull(),
+    paymentId: uuid().notNull(),
     amountCents: bigint({ mode: "number" }).notNull(),
     currency: text().notNull(),
     status: text({ enum: REFUND_STATUSES }).notNull().default("REFUND_CREATED"),
@@ -375,9 +419,16 @@ export const refundOrder = pgTable(
     updatedAt: createdAt(),
   },
   (t) => [
+    shopperKey("refund_order_pkey", t),
+    toOrder("refund_order_order_fk", t),
+    foreignKey({
+      name: "refund_order_payment_fk",
+      columns: [t.userId, t.paymentId],
+      foreignColumns: [paymentOrder.userId, paymentOrder.id],
+    }),
     uniqueIndex("refund_order_user_refund_no_uq").on(t.userId, t.refundNo),
     uniqueIndex("refund_order_provider_refund_no_uq").on(t.providerRefundNo),
-    index("refund_order_order_idx").on(t.orderId),
+    index("refund_order_order_idx").on(t.userId, t.orderId),
     index("refund_order_created_idx").on(t.createdAt).where(sql`status = 'REFUND_CREATED'`),
     check("refund_order_amount_positive", sql`${t.amountCents} > 0`),
     inList("refund_order_status_valid", "status", REFUND_STATUSES),
@@ -391,17 +442,19 @@ export const refundOrder = pgTable(
 export const refundLine = pgTable(
   "refund_line",
   {
-    id: identity(),
-    refundId: uuid()
-      .notNull()
-      .references(() => refundOrder.id),
-    orderId: orderRef(),
+    id: identityPart(),
+    userId: shopper(),
+    refundId: uuid().notNull(),
+    orderId: uuid().notNull(),
     skuId: skuRef(),
     quantity: integer().notNull(),
   },
   (t) => [
-    uniqueIndex("refund_line_refund_sku_uq").on(t.refundId, t.skuId),
-    index("refund_line_order_idx").on(t.orderId),
+    shopperKey("refund_line_pkey", t),
+    toRefund("refund_line_refund_fk", t),
+    toOrder("refund_line_order_fk", t),
+    uniqueIndex("refund_line_refund_sku_uq").on(t.userId, t.refundId, t.skuId),
+    index("refund_line_order_idx").on(t.userId, t.orderId),
     check("refund_line_quantity_positive", sql`${t.quantity} > 0`),
   ],
 );
@@ -414,18 +467,20 @@ export const refundLine = pgTable(
 export const stockReturnRecord = pgTable(
   "stock_return_record",
   {
-    id: identity(),
-    refundId: uuid()
-      .notNull()
-      .references(() => refundOrder.id),
-    orderId: orderRef(),
+    id: identityPart(),
+    userId: shopper(),
+    refundId: uuid().notNull(),
+    orderId: uuid().notNull(),
     skuId: skuRef(),
     quantity: integer().notNull(),
     createdAt: createdAt(),
   },
   (t) => [
-    uniqueIndex("stock_return_record_refund_sku_uq").on(t.refundId, t.skuId),
-    index("stock_return_record_order_idx").on(t.orderId, t.skuId),
+    shopperKey("stock_return_record_pkey", t),
+    toRefund("stock_return_record_refund_fk", t),
+    toOrder("stock_return_record_order_fk", t),
+    uniqueIndex("stock_return_record_refund_sku_uq").on(t.userId, t.refundId, t.skuId),
+    index("stock_return_record_order_idx").on(t.userId, t.orderId, t.skuId),
     check("stock_return_record_quantity_positive", sql`${t.quantity} > 0`),
   ],
 );
@@ -433,20 +488,22 @@ export const stockReturnRecord = pgTable(
 export const benefitReversal = pgTable(
   "benefit_reversal",
   {
-    id: identity(),
-    orderId: orderRef(),
-    refundId: uuid()
-      .notNull()
-      .references(() => refundOrder.id),
+    id: identityPart(),
+    userId: shopper(),
+    orderId: uuid().notNull(),
+    refundId: uuid().notNull(),
     benefitType: text({ enum: BENEFIT_TYPES }).notNull(),
     amount: integer().notNull(),
     createdAt: createdAt(),
   },
   (t) => [
+    shopperKey("benefit_reversal_pkey", t),
+    toOrder("benefit_reversal_order_fk", t),
+    toRefund("benefit_reversal_refund_fk", t),
     // Points are taken back in steps, one per refund, as the net amount paid falls.
-    uniqueIndex("benefit_reversal_refund_type_uq").on(t.refundId, t.benefitType),
+    uniqueIndex("benefit_reversal_refund_type_uq").on(t.userId, t.refundId, t.benefitType),
     // A coupon is revoked once.
-    uniqueIndex("benefit_reversal_coupon_uq").on(t.orderId).where(sql`benefit_type = 'COUPON'`),
-    index("benefit_reversal_order_idx").on(t.orderId, t.benefitType),
+    uniqueIndex("benefit_reversal_coupon_uq").on(t.userId, t.orderId).where(sql`benefit_type = 'COUPON'`),
+    index("benefit_reversal_order_idx").on(t.userId, t.orderId, t.benefitType),
   ],
 );

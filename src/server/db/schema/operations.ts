@@ -1,5 +1,5 @@
-import { index, integer, json, pgTable, text, timestamp, uniqueIndex } from "drizzle-orm/pg-core";
-import { createdAt, identity, inList } from "./columns";
+import { index, integer, json, pgTable, primaryKey, text, timestamp, uniqueIndex } from "drizzle-orm/pg-core";
+import { createdAt, identity, identityPart, inList } from "./columns";
 
 // What keeps the system running rather than what it sells: the idempotency records, the
 // gateway's counters and the event workers' heartbeats.
@@ -10,7 +10,7 @@ export type IdempotencyStatus = (typeof IDEMPOTENCY_STATUSES)[number];
 export const idempotencyRecord = pgTable(
   "idempotency_record",
   {
-    id: identity(),
+    id: identityPart(),
     /** Whose key this is (the shopper); keys never match across scopes. */
     userId: text().notNull(),
     bizType: text().notNull(),
@@ -32,6 +32,8 @@ export const idempotencyRecord = pgTable(
     expiresAt: timestamp({ withTimezone: true }).notNull(),
   },
   (t) => [
+    // Led by the shopper, the future distribution column (docs/scale-out.md).
+    primaryKey({ name: "idempotency_record_pkey", columns: [t.userId, t.id] }),
     uniqueIndex("idempotency_record_user_biz_key_uq").on(t.userId, t.bizType, t.idempotencyKey),
     index("idempotency_record_expires_at_idx").on(t.expiresAt),
     inList("idempotency_record_status_valid", "status", IDEMPOTENCY_STATUSES),
