@@ -38,7 +38,7 @@ export const cancelOrderOperation = defineOperation({
     const [order] = await tx
       .select({ status: orders.status })
       .from(orders)
-      .where(and(eq(orders.userId, userId), eq(orders.id, input.orderId)))
+      .where(isOrder(orders, orders.id, { userId, orderId: input.orderId }))
       .for("update");
     if (!order) throw new DomainError("ORDER_NOT_FOUND", "order not found");
     if (order.status === "PENDING_PAYMENT") {

@@ -1,7 +1,8 @@
-import { and, asc, desc, eq } from "drizzle-orm";
+import { asc, desc, eq } from "drizzle-orm";
 import type { Executor } from "~/server/db/client";
 import { orderItem, orders } from "~/server/db/schema";
 import { DomainError } from "~/server/errors";
+import { isOrder } from "./order-ref";
 
 const orderColumns = {
   orderId: orders.id,
@@ -25,7 +26,7 @@ export async function getOrderById(db: Executor, userId: string, orderId: string
       lineTotalCents: orderItem.lineTotalCents,
     })
     .from(orderItem)
-    .where(and(eq(orderItem.userId, userId), eq(orderItem.orderId, orderId)))
+    .where(isOrder(orderItem, orderItem.orderId, { userId, orderId }))
     .orderBy(asc(orderItem.skuId));
   return { ...order, items };
 }
@@ -44,7 +45,7 @@ export async function getOwnedOrder(db: Executor, userId: string, orderId: strin
   const [order] = await db
     .select(orderColumns)
     .from(orders)
-    .where(and(eq(orders.userId, userId), eq(orders.id, orderId)));
+    .where(isOrder(orders, orders.id, { userId, orderId }));
   if (!order) throw new DomainError("ORDER_NOT_FOUND", "order not found");
   return order;
 }

@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { and, eq, inArray, sql } from "drizzle-orm";
+import { and, inArray, sql } from "drizzle-orm";
 import type { Db, Executor } from "~/server/db/client";
 import { orders, paymentOrder } from "~/server/db/schema";
 import { DomainError } from "~/server/errors";
@@ -80,7 +80,7 @@ async function openPayment(
       createdAt: orders.createdAt,
     })
     .from(orders)
-    .where(and(eq(orders.userId, userId), eq(orders.id, input.orderId)))
+    .where(isOrder(orders, orders.id, { userId, orderId: input.orderId }))
     // A cancel locks the order to close it: a payment opens before it (and is closed by it) or sees it CLOSED.
     .for("share");
   if (!order) throw new DomainError("ORDER_NOT_FOUND", "order not found");
