@@ -30,7 +30,7 @@ import { orderPaths } from "./lib/bench/scenarios/order-paths";
 import { twoInstances } from "./lib/bench/scenarios/two-instances";
 import { log, PROFILE, PROFILE_SECONDS, type Row } from "./lib/bench/settings";
 import { ensureBuild } from "./lib/build";
-import { CpuMeter, processCpuMs } from "./lib/cpu";
+import { CpuMeter, mainThreadCpuMs, ownCpuMs, processCpuMs } from "./lib/cpu";
 import { startThrowawayPostgres } from "./lib/embedded-postgres";
 import { exitWith } from "./lib/exit";
 
@@ -79,7 +79,7 @@ async function main() {
     const cookie = await sessionCookie(app.baseUrl);
     const userId = decodeURIComponent(cookie.split("=")[1] ?? "").split(".")[0] ?? "";
     const appCpu = () => processCpuMs(app.child.pid);
-    const meter = () => new CpuMeter(appCpu);
+    const meter = () => new CpuMeter(appCpu, ownCpuMs, () => mainThreadCpuMs(app.child.pid));
     const total = (r: autocannon.Result) => r.requests.total;
     const add: Bench["add"] = (id, scenario, r, correctness, ok, cpu, process = app.child) =>
       rows.push({

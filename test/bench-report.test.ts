@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { htmlReport } from "../scripts/lib/bench/report";
+import { ceilingOf, cpuBound, cpuModelOf, htmlReport } from "../scripts/lib/bench/report";
 import type { Row } from "../scripts/lib/bench/settings";
 
 describe("the benchmark's HTML report", () => {
@@ -37,5 +37,69 @@ describe("the benchmark's HTML report", () => {
     expect(html).not.toContain('"label":"2 <script>"');
     expect(html).toContain("2 &lt;script&gt;");
     expect(html).toContain("a &amp; b");
+  });
+});
+
+describe("the benchmark's CPU model", () => {
+  const row = (
+    id: string,
+    requestsPerSec: number,
+    appCpuMs: number,
+    dbCpuMs: number,
+    loadCpuMs: number,
+  ): Row => ({
+    id,
+    scenario: id,
+    requestsPerSec,
+    appCpuMs,
+    dbCpuMs,
+    loadCpuMs,
+    p50Ms: 1,
+    p99Ms: 2,
+    peakRssMb: 100,
+    correctness: "ok",
+    ok: true,
+  });
+
+  it("bounds a row by the shared cores and by each single-threaded process", () => {
+    // 2 cores over 1 ms in all: 2,000/s; the app alone at 0.8 ms caps it at 1,250/s.
+    expect(cpuBound({ appCpuMs: 0.8, dbCpuMs: 0.1, loadCpuMs: 0.1 }, 2)).toBe(1250);
+    expect(cpuBound({ appCpuMs: 0.2, dbCpuMs: 0.6, loadCpuMs: 0.2 }, 2)).toBe(2000);
+    expect(cpuBound({}, 2)).toBeUndefined();
+    // Only the app's main thread is single: with 0.5 of its 0.8 ms there, the shared cores bound it first.
+    expect(cpuBound({ appCpuMs: 0.8, appThreadCpuMs: 0.5, dbCpuMs: 0.1, loadCpuMs: 0.1 }, 2)).toBe(2000);
+  });
+
+  it("predicts each ratio from CPU per request and says how much app CPU its target leaves", () => {
+    const rows = [
+      row("floor", 1000, 0.4, 0.6, 0.2), // bound: 2,000 / 1.2 = 1,667/s
+      row("first-trpc", 400, 2, 0.9, 0.2), // bound: the app's thread, 500/s
+      row("replay-rest", 2500, 0.3, 0, 0.2), // bound: the app's thread, 3,333/s
+    ];
+    const models = cpuModelOf(rows, 2);
+    const first = models.find((m) => m.ratio.startsWith("first execution over tRPC"));
+    expect(first).toEqual({
+      ratio: "first execution over tRPC / floor",
+      measured: 0.4,
+      predicted: 0.3,
+      // 900/s needs ≤ 1.11 ms on one thread, and ≤ 2.22 − 1.1 = 1.12 ms of the shared cores.
+      appBudgetMs: 1.11,
+    });
+    const replay = models.find((m) => m.ratio.startsWith("replay over REST"));
+    // 4,000/s leaves 0.5 − 0.2 = 0.3 ms of the cores for the app; 0.25 ms on its own thread.
+    expect(replay).toMatchObject({ measured: 2.5, predicted: 2, appBudgetMs: 0.25 });
+    // A main thread doing half the app's work may be given twice the one-thread budget (then the cores bind).
+    const threaded = cpuModelOf(
+      [rows[0] as Row, { ...row("replay-rest", 2500, 0.3, 0, 0.2), appThreadCpuMs: 0.15 }],
+      2,
+    );
+    expect(threaded[0]).toMatchObject({ predicted: 2.4, appBudgetMs: 0.3 });
+    // Rows that were not measured give no model.
+    expect(models.some((m) => m.ratio.startsWith("replay over tRPC"))).toBe(false);
+  });
+
+  it("gives the replay ceiling as the memory row over the floor, when both were measured", () => {
+    expect(ceilingOf([row("floor", 1000, 0.4, 0.6, 0.2), row("memory", 3150, 0.2, 0, 0.1)])).toBe(3.15);
+    expect(ceilingOf([row("floor", 1000, 0.4, 0.6, 0.2)])).toBeUndefined();
   });
 });

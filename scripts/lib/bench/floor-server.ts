@@ -6,6 +6,8 @@
  * write first, and every other figure of the bench is divided by it.
  *
  *   POST /orders  {"requestId": "…", "items": [{"skuId": "…", "quantity": 1}]}  → 201 the order
+ *   POST /answer  the same body → 201 an answer of the same shape, from memory (no database): the least
+ *                 any node:http server does for a request, so no replay can beat it
  *
  * Started by the bench (scripts/lib/bench/scenarios/floor.ts) with PORT and DATABASE_URL.
  */
@@ -54,6 +56,14 @@ async function placeOrder(requestId: string, items: Line[]) {
   });
 }
 
+/** What /answer sends: an order's answer, made once. */
+const STORED_ANSWER = JSON.stringify({
+  orderId: "00000000-0000-4000-8000-000000000000",
+  status: "PENDING_PAYMENT",
+  amountCents: 1200,
+  currency: "USD",
+});
+
 const server = createServer((req, res) => {
   let body = "";
   req.setEncoding("utf8");
@@ -64,6 +74,10 @@ const server = createServer((req, res) => {
       parsed = JSON.parse(body);
     } catch {
       res.writeHead(400).end();
+      return;
+    }
+    if (req.url === "/answer") {
+      res.writeHead(201, { "content-type": "application/json" }).end(STORED_ANSWER);
       return;
     }
     placeOrder(parsed.requestId, parsed.items).then(

@@ -123,12 +123,16 @@ export const CREATE_ORDER = "/api/trpc/checkout.createOrder";
 export const BASELINE = "/api/bench/trpc/placeOrderUnprotected";
 export const REST_ORDERS = "/api/v1/orders";
 export const FLOOR_ORDERS = "/orders";
+export const FLOOR_ANSWER = "/answer";
 
-/** How one order request travels: tRPC (cookie), REST (bearer token, Idempotency-Key) or the floor's bare JSON. */
+/**
+ * How one order request travels: tRPC (cookie), REST (bearer token, Idempotency-Key) or the floor's bare
+ * JSON (to place the order, or `fromMemory` to be answered without the database).
+ */
 export type Transport =
   | { kind: "trpc"; cookie: string; procedure?: string }
   | { kind: "rest"; token: string }
-  | { kind: "floor" };
+  | { kind: "floor"; fromMemory?: boolean };
 
 const ITEMS = [{ skuId: "SKU-MUG", quantity: 1 }];
 
@@ -156,7 +160,7 @@ export function orderRequest(
       };
     case "floor":
       return {
-        path: FLOOR_ORDERS,
+        path: transport.fromMemory ? FLOOR_ANSWER : FLOOR_ORDERS,
         headers: { "content-type": "application/json" },
         body: JSON.stringify({ requestId: key, items: ITEMS }),
       };

@@ -1,9 +1,9 @@
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
+import { availableParallelism } from "node:os";
 import path from "node:path";
 import { CONNECTIONS, DURATION, PAID, type Row, STORM } from "./settings";
 
-/** Prints the table and the ratios, writes bench-results/; false when a correctness count is wrong. */
 /** The targets, each a ratio of two rows' req/s measured in the same run (issue 14). */
 export const TARGETS = [
   { name: "first execution over tRPC / floor", over: "first-trpc", under: "floor", atLeast: 0.9 },
@@ -28,6 +28,79 @@ export function ratiosOf(rows: Row[]): Ratio[] {
   });
 }
 
+/**
+ * Requests per second that CPU alone allows a row: the app (one Node thread), PostgreSQL and the load
+ * generator (one thread too) share the machine's cores. Undefined when the row has no CPU figures.
+ */
+export function cpuBound(
+  cpu: { appCpuMs?: number; dbCpuMs?: number; loadCpuMs?: number; appThreadCpuMs?: number },
+  cores: number,
+): number | undefined {
+  const { appCpuMs = 0, dbCpuMs = 0, loadCpuMs = 0 } = cpu;
+  const total = appCpuMs + dbCpuMs + loadCpuMs;
+  if (total <= 0) return undefined;
+  // The app's JavaScript runs on its main thread; its other threads (the collector's helpers) run beside it.
+  const appThread = cpu.appThreadCpuMs ?? appCpuMs;
+  const singleThreaded = [appThread, loadCpuMs].filter((ms) => ms > 0).map((ms) => 1000 / ms);
+  return Math.min((cores * 1000) / total, ...singleThreaded);
+}
+
+export interface CpuModel {
+  ratio: string;
+  measured: number;
+  /** The ratio the two rows' CPU per request predicts (bound over bound). */
+  predicted: number;
+  /** The most this path's app CPU per request could be and still meet the target, given the rest; ≤ 0: out of reach. */
+  appBudgetMs: number;
+}
+
+/**
+ * Why a ratio is what it is, from CPU per request alone: what the rows' CPU predicts, and the app CPU per
+ * request the target would leave room for once PostgreSQL and the load generator have taken theirs.
+ */
+export function cpuModelOf(rows: Row[], cores = availableParallelism()): CpuModel[] {
+  return TARGETS.flatMap((t) => {
+    const over = rows.find((r) => r.id === t.over);
+    const under = rows.find((r) => r.id === t.under);
+    if (!over || !under) return [];
+    const overBound = cpuBound(over, cores);
+    const underBound = cpuBound(under, cores);
+    if (!overBound || !underBound) return [];
+    const needed = t.atLeast * under.requestsPerSec;
+    const rest = (over.dbCpuMs ?? 0) + (over.loadCpuMs ?? 0);
+    // What the app may spend in all; its main thread (a share of that, as measured) must also fit one core.
+    const threadShare = over.appThreadCpuMs && over.appCpuMs ? over.appThreadCpuMs / over.appCpuMs : 1;
+    const appBudgetMs = Math.min(1000 / needed / threadShare, (cores * 1000) / needed - rest);
+    const round = (n: number) => Math.round(n * 100) / 100;
+    return [
+      {
+        ratio: t.name,
+        measured: round(over.requestsPerSec / Math.max(1, under.requestsPerSec)),
+        predicted: round(overBound / underBound),
+        appBudgetMs: round(appBudgetMs),
+      },
+    ];
+  });
+}
+
+/** What a bare node:http server answering from memory (the "memory" row) reaches, as a ratio to the floor. */
+export function ceilingOf(rows: Row[]): number | undefined {
+  const memory = rows.find((r) => r.id === "memory");
+  const floor = rows.find((r) => r.id === "floor");
+  if (!memory || !floor || floor.requestsPerSec <= 0) return undefined;
+  return Math.round((memory.requestsPerSec / floor.requestsPerSec) * 100) / 100;
+}
+
+function describeModel(model: CpuModel, target: number, row: Row | undefined): string {
+  const thread = row?.appThreadCpuMs !== undefined ? ` (main thread ${row.appThreadCpuMs})` : "";
+  const spent = `app ${row?.appCpuMs ?? "?"}${thread} + db ${row?.dbCpuMs ?? "?"} + load generator ${row?.loadCpuMs ?? "?"} ms`;
+  const room =
+    model.appBudgetMs <= 0
+      ? `no app could reach ${target} here: PostgreSQL and the load generator alone use up the cores at that rate`
+      : `reaching ${target} leaves the app ${model.appBudgetMs} ms of CPU per request (it spends ${row?.appCpuMs ?? "?"})`;
+  return `cpu model: ${model.ratio}: measured ${model.measured.toFixed(2)}, CPU per request (${spent}) predicts ${model.predicted.toFixed(2)}; ${room}`;
+}
+
 /** Prints the table and the ratios, writes bench-results/; false when a correctness count is wrong. */
 export function report(
   rows: Row[],
@@ -36,17 +109,35 @@ export function report(
 ): boolean {
   const ratios = ratiosOf(rows);
   const table = [
-    "| scenario | req/s | p50 ms | p99 ms | app CPU ms/req | db CPU ms/req | peak RSS MB | correctness |",
-    "|---|---:|---:|---:|---:|---:|---:|---|",
+    "| scenario | req/s | p50 ms | p99 ms | app CPU ms/req | db CPU ms/req | load CPU ms/req | peak RSS MB | correctness |",
+    "|---|---:|---:|---:|---:|---:|---:|---:|---|",
     ...rows.map(
       (r) =>
-        `| ${r.scenario} | ${r.requestsPerSec} | ${r.p50Ms} | ${r.p99Ms} | ${r.appCpuMs ?? "?"} | ${r.dbCpuMs ?? "?"} | ${r.peakRssMb ?? "?"} | ${r.ok ? "✓" : "✗"} ${r.correctness} |`,
+        `| ${r.scenario} | ${r.requestsPerSec} | ${r.p50Ms} | ${r.p99Ms} | ${r.appCpuMs ?? "?"} | ${r.dbCpuMs ?? "?"} | ${r.loadCpuMs ?? "–"} | ${r.peakRssMb ?? "?"} | ${r.ok ? "✓" : "✗"} ${r.correctness} |`,
     ),
   ].join("\n");
   console.log(`\n${table}\n`);
   for (const ratio of ratios) {
     console.log(
       `ratio: ${ratio.name} ${ratio.value.toFixed(2)} (target ≥ ${ratio.atLeast}) ${ratio.met ? "✓" : "— missed"}`,
+    );
+  }
+  const models = cpuModelOf(rows);
+  for (const model of models) {
+    const target = TARGETS.find((t) => t.name === model.ratio);
+    if (target)
+      console.log(
+        describeModel(
+          model,
+          target.atLeast,
+          rows.find((r) => r.id === target.over),
+        ),
+      );
+  }
+  const ceiling = ceilingOf(rows);
+  if (ceiling !== undefined) {
+    console.log(
+      `replay ceiling: a bare node:http server answering from memory reaches ${ceiling.toFixed(2)} × the floor in this run (replay target ≥ ${TARGETS.find((t) => t.over.startsWith("replay"))?.atLeast})`,
     );
   }
   const rssMet = appPeakRssMb !== null && appPeakRssMb <= PEAK_RSS_TARGET_MB;
@@ -62,6 +153,9 @@ export function report(
     parameters: { DURATION, CONNECTIONS, STORM, PAID },
     rows,
     ratios,
+    cpuModel: models,
+    replayCeiling: ceiling ?? null,
+    cores: availableParallelism(),
     appPeakRssMb,
     profiles,
   };
@@ -120,7 +214,7 @@ export function htmlReport(at: string, rows: Row[], ratios: Ratio[], appPeakRssM
   const tableRows = rows
     .map(
       (r) =>
-        `<tr><td>${escapeHtml(r.scenario)}</td><td>${r.requestsPerSec}</td><td>${r.p50Ms}</td><td>${r.p99Ms}</td><td>${r.appCpuMs ?? "?"}</td><td>${r.dbCpuMs ?? "?"}</td><td>${r.peakRssMb ?? "?"}</td><td>${r.ok ? "✓" : "✗"} ${escapeHtml(r.correctness)}</td></tr>`,
+        `<tr><td>${escapeHtml(r.scenario)}</td><td>${r.requestsPerSec}</td><td>${r.p50Ms}</td><td>${r.p99Ms}</td><td>${r.appCpuMs ?? "?"}</td><td>${r.dbCpuMs ?? "?"}</td><td>${r.loadCpuMs ?? "–"}</td><td>${r.peakRssMb ?? "?"}</td><td>${r.ok ? "✓" : "✗"} ${escapeHtml(r.correctness)}</td></tr>`,
     )
     .join("");
   const bars = data.throughput
@@ -149,7 +243,7 @@ figure{margin:1rem 0}figcaption{color:#6b6b70}
 <h2>Latency distribution</h2>
 <figure><div id="latency"></div><figcaption>Milliseconds (log scale) within which each percentile of requests was answered, per scenario.</figcaption></figure>
 <h2>All figures</h2>
-<table><thead><tr><th>scenario</th><th>req/s</th><th>p50 ms</th><th>p99 ms</th><th>app CPU ms/req</th><th>db CPU ms/req</th><th>peak RSS MB</th><th>correctness</th></tr></thead><tbody>${tableRows}</tbody></table>
+<table><thead><tr><th>scenario</th><th>req/s</th><th>p50 ms</th><th>p99 ms</th><th>app CPU ms/req</th><th>db CPU ms/req</th><th>load CPU ms/req</th><th>peak RSS MB</th><th>correctness</th></tr></thead><tbody>${tableRows}</tbody></table>
 <script>${script}</script>
 <script>
 const data = ${JSON.stringify(data)};

@@ -37,6 +37,10 @@ export interface Row {
   /** CPU per request of the app process(es) (for the floor: this process) and of PostgreSQL. */
   appCpuMs?: number;
   dbCpuMs?: number;
+  /** CPU per request of the load generator (this process, autocannon); absent where it is the app. */
+  loadCpuMs?: number;
+  /** Of appCpuMs, what the app's main thread spent (where the app is one process). */
+  appThreadCpuMs?: number;
   p50Ms: number;
   p99Ms: number;
   /** The latency distribution, for the HTML report's chart (absent where a scenario has no latencies). */

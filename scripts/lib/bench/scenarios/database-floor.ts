@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { DEFAULT_IDEMPOTENCY_CONFIG } from "~/server/idempotency";
 import { createOrder } from "~/server/orders/create-order";
-import { CpuMeter } from "../../cpu";
+import { CpuMeter, ownCpuMs } from "../../cpu";
 import type { Bench } from "../bench";
 import { latencyCurveOf } from "../load";
 import { CONNECTIONS, DURATION, log } from "../settings";
@@ -15,10 +15,7 @@ export async function databaseFloor(bench: Bench) {
   const floorLatencies: number[] = [];
   const floorUser = randomUUID();
   // The app side here is this process: the same createOrder, without HTTP.
-  const floorCpu = new CpuMeter(() => {
-    const own = process.cpuUsage();
-    return (own.user + own.system) / 1000;
-  });
+  const floorCpu = new CpuMeter(ownCpuMs, null);
   await floorCpu.measure(
     () =>
       Promise.all(

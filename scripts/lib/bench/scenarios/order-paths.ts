@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import type autocannon from "autocannon";
-import { CpuMeter, processCpuMs } from "../../cpu";
+import { CpuMeter, mainThreadCpuMs, ownCpuMs, processCpuMs } from "../../cpu";
 import type { Bench } from "../bench";
 import { startFloor } from "../floor";
 import {
@@ -39,7 +39,13 @@ export async function orderPaths(bench: Bench) {
   const floor = await startFloor(url);
   bench.cleanups.unshift(() => floor.stop());
   const rest = await restToken(app.baseUrl);
-  const floorCpu = new CpuMeter(() => processCpuMs(floor.child.pid));
+  const floorMeter = () =>
+    new CpuMeter(
+      () => processCpuMs(floor.child.pid),
+      ownCpuMs,
+      () => mainThreadCpuMs(floor.child.pid),
+    );
+  const floorCpu = floorMeter();
   const path = (
     id: string,
     scenario: string,
@@ -187,6 +193,24 @@ export async function orderPaths(bench: Bench) {
       cpu,
     );
   }
+
+  // The least any node:http server spends on a request (read it, answer from memory): no replay beats it.
+  log("replay ceiling: the floor's bare node:http answering from memory");
+  const ceilingCpu = floorMeter();
+  const keys = Array.from({ length: 1_000 }, () => randomUUID());
+  const ceiling = await ceilingCpu.measure(
+    () => run(orderLoad(floor.baseUrl, { kind: "floor", fromMemory: true }, keys, 0, null)),
+    total,
+  );
+  add(
+    "memory",
+    "5-6 ceiling: bare node:http answering from memory",
+    ceiling,
+    `${ceiling.non2xx} errors`,
+    true,
+    ceilingCpu,
+    floor.child,
+  );
 }
 
 /** New keys, each sent twice: the second answer must be the first one's bytes (tRPC's `replayed` flag aside). */
