@@ -79,7 +79,7 @@ describe("the story of one order, from what the layers recorded", () => {
       expect(new Set(answers.map((a) => a.orderId)).size).toBe(1);
       await app.attempts.flush();
 
-      const story = await orderStory(app.db, first?.orderId ?? "");
+      const story = await orderStory(app.db, { userId, orderId: first?.orderId ?? "" });
       const service = lane(story, "service");
       expect(service.count()).toBe(30);
       expect(service.count("first")).toBe(1);
@@ -113,7 +113,9 @@ describe("the story of one order, from what the layers recorded", () => {
     }
     await app.attempts.flush();
 
-    const story = await orderStory(app.db, paid.orderId);
+    const story = await orderStory(app.db, paid);
+    // The same order named with another shopper is no order at all.
+    expect(await orderStory(app.db, { userId: randomUUID(), orderId: paid.orderId })).toBeUndefined();
     const provider = lane(story, "provider");
     const [delivered] = await database.sql<{ n: number }[]>`
       SELECT count(*)::int AS n FROM payment_notification WHERE out_trade_no = ${paid.outTradeNo}`;
@@ -151,7 +153,7 @@ describe("the story of one order, from what the layers recorded", () => {
   });
 
   test("an order that does not exist has no story", async ({ app }) => {
-    expect(await orderStory(app.db, randomUUID())).toBeUndefined();
+    expect(await orderStory(app.db, { userId: randomUUID(), orderId: randomUUID() })).toBeUndefined();
   });
 
   test("a shopper asking for another shopper's story, or with a malformed id, gets a clear 4xx and nothing else", async ({

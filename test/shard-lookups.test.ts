@@ -154,6 +154,7 @@ describe("every statement of an order's life names its shopper", () => {
     await pay(second.orderId);
     await caller.orders.get({ orderId: second.orderId });
     await caller.payments.timeline({ orderId: second.orderId });
+    await caller.orders.story({ orderId: second.orderId });
     const line = await caller.refunds.create({
       orderId: second.orderId,
       refundNo: randomUUID(),

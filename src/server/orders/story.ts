@@ -1,5 +1,6 @@
 import { sql } from "drizzle-orm";
 import type { Executor } from "~/server/db/client";
+import type { OrderRef } from "./order-ref";
 import { getOwnedOrder } from "./queries";
 
 /** One or more attempts in one second on one lane; `effect`: the one that changed something. */
@@ -36,11 +37,14 @@ type Row = { layer: StoryLayer; what: string; outcome: string; at: Date; count: 
  * the refunds. Every key that belongs to the order is found through its idempotency records (the order's
  * own, its payments', its refunds') and its request id.
  */
-export async function orderStory(db: Executor, orderId: string): Promise<OrderStory | undefined> {
-  const [exists] = await db.execute<{ n: number }>(sql`SELECT 1 AS n FROM orders WHERE id = ${orderId}`);
+export async function orderStory(db: Executor, order: OrderRef): Promise<OrderStory | undefined> {
+  const { userId, orderId } = order;
+  const [exists] = await db.execute<{ n: number }>(
+    sql`SELECT 1 AS n FROM orders WHERE user_id = ${userId} AND id = ${orderId}`,
+  );
   if (!exists) return undefined;
   const rows = await db.execute<Row>(sql`
-    WITH o AS (SELECT id, user_id, request_id FROM orders WHERE id = ${orderId}),
+    WITH o AS (SELECT id, user_id, request_id FROM orders WHERE user_id = ${userId} AND id = ${orderId}),
     keys AS (
       SELECT o.user_id AS scope, o.request_id AS key, 'order.create' AS biz_type FROM o
       UNION
@@ -139,7 +143,7 @@ export async function orderStory(db: Executor, orderId: string): Promise<OrderSt
 /** The story of one of the shopper's own orders (ORDER_NOT_FOUND for anyone else's). */
 export async function ownOrderStory(db: Executor, userId: string, orderId: string): Promise<OrderStory> {
   await getOwnedOrder(db, userId, orderId);
-  const story = await orderStory(db, orderId);
+  const story = await orderStory(db, { userId, orderId });
   if (!story) throw new Error(`order ${orderId} vanished`);
   return story;
 }
