@@ -46,7 +46,7 @@ export function ownCpuMs(): number {
  * Where a scenario's CPU went, per request: the app process(es), PostgreSQL, and the load generator
  * (this process, which runs autocannon). The load generator shares the machine's cores with the others,
  * so its share bounds what any server could reach in the same run. A scenario whose "app" is this
- * process (no HTTP) passes `load: null`.
+ * process (no HTTP) passes `null` for the load generator.
  */
 export class CpuMeter {
   private app = 0;

@@ -1,7 +1,7 @@
 import { sql } from "drizzle-orm";
 import type { Executor } from "~/server/db/client";
+import { DomainError } from "~/server/errors";
 import type { OrderRef } from "./order-ref";
-import { getOwnedOrder } from "./queries";
 
 /** One or more attempts in one second on one lane; `effect`: the one that changed something. */
 export interface StoryMark {
@@ -142,8 +142,8 @@ export async function orderStory(db: Executor, order: OrderRef): Promise<OrderSt
 
 /** The story of one of the shopper's own orders (ORDER_NOT_FOUND for anyone else's). */
 export async function ownOrderStory(db: Executor, userId: string, orderId: string): Promise<OrderStory> {
-  await getOwnedOrder(db, userId, orderId);
+  // Named by its shopper, another shopper's order is no order: the story's own read is the owner check.
   const story = await orderStory(db, { userId, orderId });
-  if (!story) throw new Error(`order ${orderId} vanished`);
+  if (!story) throw new DomainError("ORDER_NOT_FOUND", "order not found");
   return story;
 }
