@@ -265,7 +265,8 @@ describe("REST API against the production server", () => {
     // The coupon a paid order earned (the benefits consumer's grant).
     await t.sql`
       WITH earned AS (
-        INSERT INTO orders (user_id, request_id, amount_cents, status) VALUES (${userId}, ${randomUUID()}, 1250, 'SHIPPED')
+        INSERT INTO orders (user_id, request_id, request_fingerprint, amount_cents, status)
+        VALUES (${userId}, ${randomUUID()}, 'test', 1250, 'SHIPPED')
         RETURNING id)
       INSERT INTO benefit_grant (order_id, user_id, benefit_type, amount, code)
       SELECT id, ${userId}, 'COUPON', 500, ${code} FROM earned`;

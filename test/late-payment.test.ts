@@ -1,38 +1,15 @@
 import { randomUUID } from "node:crypto";
 import { alertsFrom, opsFigures } from "~/server/admin/alerts";
-import type { AppContext } from "~/server/app-context";
-import { handlePaymentNotification } from "~/server/payments/notify";
 import { reconcile } from "~/server/reconciliation/reconcile";
 import { submitPendingRefunds } from "~/server/refunds/submit";
 import { createCaller } from "~/server/trpc/root";
-import { type NotificationBody, signBody } from "~/shared/provider-contract";
 import { outstanding } from "../scripts/lib/chaos/checks";
 import { describe, expect, test } from "./support/fixtures";
-import { deliverAll, orderAwaitingPayment } from "./support/scenarios";
+import { deliverAll, factAbout, notifyAsProvider, orderAwaitingPayment } from "./support/scenarios";
 
 /** Money that arrives for an order no longer waiting for it goes back, once, and the order keeps its state. */
-function notify(app: AppContext, body: NotificationBody) {
-  const raw = JSON.stringify(body);
-  return handlePaymentNotification(
-    app.db,
-    {
-      body: raw,
-      signature: signBody(app.payments.webhookSecret, raw, Math.floor(Date.now() / 1000)),
-      deliveryId: randomUUID(),
-    },
-    app.payments,
-  );
-}
-
-const fact = (app: AppContext, payment: { outTradeNo: string; amountCents: number; currency: string }) =>
-  ({
-    id: `evt_${randomUUID()}`,
-    app_id: app.payments.appId,
-    out_trade_no: payment.outTradeNo,
-    amount_cents: payment.amountCents,
-    currency: payment.currency,
-    created_at: new Date().toISOString(),
-  }) as const;
+const notify = notifyAsProvider;
+const fact = factAbout;
 
 describe("a success that arrives after the order stopped waiting for it", () => {
   test("a close that overtook the success, then a cancel: the late money is refunded in full, the order stays CLOSED", async ({

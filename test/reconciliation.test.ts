@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { alertsFrom, opsFigures } from "~/server/admin/alerts";
 import type { AppContext } from "~/server/app-context";
 import { handleConsumeJob } from "~/server/fulfilment/worker";
 import { reconcile } from "~/server/reconciliation/reconcile";
@@ -68,8 +69,10 @@ describe("reconciliation", () => {
              p.currency, 'test', 'REFUND_SUCCESS'
         FROM payment_order p JOIN orders o ON o.user_id = p.user_id AND o.id = p.order_id, generate_series(1, 2) AS n
        WHERE p.order_id = ${orderId} AND p.status = 'SUCCESS'`;
+    // The ledger has no entry of those refunds either: they moved no money it knows of.
     expect(await broken()).toEqual([
       "refunds-within-paid: the successful refunds add up to the payment, but the order is not REFUNDED",
+      "ledger-agrees: a payment's ledger balances differ from its payment and refunds",
     ]);
     await t.sql`DELETE FROM refund_order WHERE order_id = ${orderId}`;
     expect(await broken()).toEqual([]);
@@ -89,5 +92,76 @@ describe("reconciliation", () => {
       "stock-balances: stock does not balance",
       "no-stuck-idempotency-records: PROCESSING past its lease",
     ]);
+  });
+
+  it("names an order whose money is not the price of what it keeps, and the difference (conservation)", async () => {
+    const { orderId, amountCents } = await placePaidOrder(app, [{ skuId: "SKU-MUG", quantity: 1 }]);
+    await fulfil(orderId);
+    // It ran short of stock and no refund went back: what a late payment once made the automatic refund do.
+    await t.sql`UPDATE orders SET status = 'STOCK_SHORT' WHERE id = ${orderId}`;
+    const report = await reconcile(t.db, { lagSeconds: 0 });
+    const figures = await opsFigures(t.db, report);
+    expect(figures.unconservedOrders).toBe(1);
+    expect(alertsFrom(figures).map((alert) => alert.name)).toContain("money_not_conserved");
+    expect(report.invariants.find((i) => i.name === "money-conserved")?.violations).toEqual([
+      {
+        message: "the money an order holds is not the price of what it keeps",
+        rows: [
+          expect.objectContaining({
+            order_id: orderId,
+            status: "STOCK_SHORT",
+            holds: String(amountCents),
+            keeps: "0",
+            difference: String(amountCents),
+          }),
+        ],
+      },
+    ]);
+    await t.sql`UPDATE orders SET status = 'SHIPPED' WHERE id = ${orderId}`;
+    expect(
+      (await reconcile(t.db, { lagSeconds: 0 })).invariants.find((i) => i.name === "money-conserved")
+        ?.violations,
+    ).toEqual([]);
+  });
+
+  it("names a payment whose ledger lost or changed a transfer, with both sides of the difference", async () => {
+    const { orderId, amountCents, outTradeNo } = await placePaidOrder(app, [
+      { skuId: "SKU-MUG", quantity: 2 },
+    ]);
+    await fulfil(orderId);
+    const ledgerViolations = async () =>
+      (await reconcile(t.db)).invariants.find((i) => i.name === "ledger-agrees")?.violations ?? [];
+    // An amount altered.
+    await t.sql`UPDATE ledger_transfer SET amount_cents = amount_cents - 1 WHERE order_id = ${orderId}`;
+    expect(await ledgerViolations()).toEqual([
+      {
+        message: "a payment's ledger balances differ from its payment and refunds",
+        rows: [
+          expect.objectContaining({
+            out_trade_no: outTradeNo,
+            order_id: orderId,
+            ledger_paid: String(amountCents - 1),
+            paid: String(amountCents),
+          }),
+        ],
+      },
+    ]);
+    await t.sql`UPDATE ledger_transfer SET amount_cents = amount_cents + 1 WHERE order_id = ${orderId}`;
+    expect(await ledgerViolations()).toEqual([]);
+    // The capture deleted.
+    const [capture] = await t.sql<{ fact_key: string }[]>`
+      DELETE FROM ledger_transfer WHERE order_id = ${orderId} RETURNING fact_key`;
+    expect(await ledgerViolations()).toEqual([
+      expect.objectContaining({
+        rows: [
+          expect.objectContaining({ out_trade_no: outTradeNo, ledger_paid: "0", paid: String(amountCents) }),
+        ],
+      }),
+    ]);
+    await t.sql`
+      INSERT INTO ledger_transfer (user_id, order_id, payment_id, fact_key, from_account, to_account, amount_cents, currency)
+      SELECT user_id, order_id, id, ${capture?.fact_key ?? ""}, 'shopper', 'revenue', amount_cents, currency
+        FROM payment_order WHERE out_trade_no = ${outTradeNo}`;
+    expect(await ledgerViolations()).toEqual([]);
   });
 });

@@ -416,10 +416,16 @@ describe("the automatic refund", () => {
         SELECT id FROM payment_order WHERE order_id = ${orderId} AND status = 'SUCCESS' FOR UPDATE`;
       const automatic = handleConsumeJob(t.db, { eventId: short, consumer: "auto-refund" });
       await new Promise((resolve) => setTimeout(resolve, 300));
+      // Recorded as recordRefund records it: the refund, and its amount owed in the ledger.
       await shopper`
-        INSERT INTO refund_order (user_id, refund_no, provider_refund_no, order_id, payment_id, amount_cents, currency, reason)
-        SELECT user_id, ${`R-${randomUUID()}`}, ${randomUUID()}, id, ${payment?.id ?? ""}, 1000, 'USD', 'changed my mind'
-          FROM orders WHERE id = ${orderId}`;
+        WITH refund AS (
+          INSERT INTO refund_order (user_id, refund_no, provider_refund_no, order_id, payment_id, amount_cents, currency, reason)
+          SELECT user_id, ${`R-${randomUUID()}`}, ${randomUUID()}, id, ${payment?.id ?? ""}, 1000, 'USD', 'changed my mind'
+            FROM orders WHERE id = ${orderId}
+          RETURNING user_id, id, order_id, payment_id, provider_refund_no, amount_cents, currency)
+        INSERT INTO ledger_transfer (user_id, order_id, payment_id, refund_id, fact_key, from_account, to_account, amount_cents, currency)
+        SELECT user_id, order_id, payment_id, id, 'refund:' || provider_refund_no || ':1:owed', 'revenue', 'refunds_payable',
+               amount_cents, currency FROM refund`;
       await shopper`COMMIT`;
       // Reading what was left before the lock, it asked for the whole amount and was refused (then retried).
       expect(await automatic).toBe("APPLIED");

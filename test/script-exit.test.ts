@@ -25,8 +25,8 @@ describe("script exit codes", () => {
     // Two orders for one (shopper, request_id) cannot be made; an order refunded beyond its amount can.
     const userId = randomUUID();
     const [order] = await database.sql`
-      INSERT INTO orders (user_id, request_id, amount_cents, currency, status)
-      VALUES (${userId}, ${randomUUID()}, 100, 'USD', 'PAID') RETURNING id`;
+      INSERT INTO orders (user_id, request_id, request_fingerprint, amount_cents, currency, status)
+      VALUES (${userId}, ${randomUUID()}, 'test', 100, 'USD', 'PAID') RETURNING id`;
     const [payment] = await database.sql`
       INSERT INTO payment_order (user_id, order_id, out_trade_no, amount_cents, currency, status, transaction_id)
       VALUES (${userId}, ${order?.id}, ${`P-${randomUUID()}`}, 100, 'USD', 'SUCCESS', ${`T-${randomUUID()}`}) RETURNING id`;

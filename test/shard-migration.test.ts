@@ -1,13 +1,6 @@
-import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import path from "node:path";
-import { drizzle } from "drizzle-orm/postgres-js";
-import { migrate } from "drizzle-orm/postgres-js/migrator";
 import type postgres from "postgres";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { pgClient } from "~/server/db/client";
-import { MIGRATIONS_FOLDER } from "~/server/db/migrate";
-import { databaseUrl, uniqueName } from "./support/names";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type DatabaseBefore, databaseBefore } from "./support/migrations";
 import { ORDER_CHILD_TABLES, SHOPPER_TABLES } from "./support/shopper-tables";
 
 /**
@@ -17,42 +10,17 @@ import { ORDER_CHILD_TABLES, SHOPPER_TABLES } from "./support/shopper-tables";
  */
 
 const BEFORE = 22; // migrations 0000–0021
-const name = uniqueName("checkout_shard_migration");
+/** The shopper tables there were then (later migrations add tables of their own). */
+const TABLES = SHOPPER_TABLES.filter((table) => table !== "ledger_transfer");
+const CHILD_TABLES = ORDER_CHILD_TABLES.filter((table) => table !== "ledger_transfer");
+let database: DatabaseBefore;
 let sql: postgres.Sql;
-let folder: string;
-
-async function migrateWith(migrationsFolder: string) {
-  const client = pgClient(databaseUrl(inject("pgAdminUrl"), name), { max: 1, onnotice: () => {} });
-  try {
-    await migrate(drizzle({ client, casing: "snake_case" }), { migrationsFolder });
-  } finally {
-    await client.end();
-  }
-}
 
 beforeAll(async () => {
-  const admin = pgClient(inject("pgAdminUrl"), { max: 1, onnotice: () => {} });
-  await admin.unsafe(`CREATE DATABASE ${name}`);
-  await admin.end();
-  // The migrations as they were before 0022: the same files, the journal cut.
-  folder = mkdtempSync(path.join(tmpdir(), "checkout-migrations-"));
-  cpSync(MIGRATIONS_FOLDER, folder, { recursive: true });
-  const journalPath = path.join(folder, "meta", "_journal.json");
-  const journal = JSON.parse(readFileSync(journalPath, "utf8")) as { entries: { idx: number }[] };
-  expect(journal.entries.length).toBeGreaterThan(BEFORE);
-  journal.entries = journal.entries.filter((entry) => entry.idx < BEFORE);
-  writeFileSync(journalPath, JSON.stringify(journal));
-  await migrateWith(folder);
-  sql = pgClient(databaseUrl(inject("pgAdminUrl"), name), { max: 1, onnotice: () => {} });
+  database = await databaseBefore(BEFORE, "checkout_shard_migration");
+  sql = database.sql;
 });
-
-afterAll(async () => {
-  await sql?.end();
-  rmSync(folder, { recursive: true, force: true });
-  const admin = pgClient(inject("pgAdminUrl"), { max: 1, onnotice: () => {} });
-  await admin.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-  await admin.end();
-});
+afterAll(() => database?.drop());
 
 /** One shopper's paid, shipped, partly refunded order with a coupon spent and an event consumed, as 0021 stored it. */
 async function storyBefore(userId: string, n: number) {
@@ -98,7 +66,7 @@ describe("migration 0022: every shopper-owned row keyed by its shopper", () => {
     const counts = async () =>
       Object.fromEntries(
         await Promise.all(
-          SHOPPER_TABLES.map(
+          TABLES.map(
             async (table) =>
               [table, Number((await sql`SELECT count(*) AS n FROM ${sql(table)}`)[0]?.n)] as const,
           ),
@@ -106,10 +74,10 @@ describe("migration 0022: every shopper-owned row keyed by its shopper", () => {
       );
     const before = await counts();
 
-    await migrateWith(MIGRATIONS_FOLDER);
+    await database.migrateToLatest();
 
     expect(await counts()).toEqual(before);
-    for (const table of ORDER_CHILD_TABLES) {
+    for (const table of CHILD_TABLES) {
       const rows = await sql<{ order_id: string; user_id: string }[]>`
         SELECT order_id, user_id FROM ${sql(table)} ORDER BY user_id`;
       expect(

@@ -125,6 +125,8 @@ describe("the schema is ready to shard by shopper", () => {
       "coupon_redemption_user_order_uq",
       "idempotency_record_pkey",
       "idempotency_record_user_biz_key_uq",
+      "ledger_transfer_fact_uq",
+      "ledger_transfer_pkey",
       "message_consume_record_event_consumer_uq",
       "message_consume_record_pkey",
       "order_item_order_id_sku_id_uq",

@@ -12,8 +12,8 @@ describe("the status query's schedule", () => {
     // 500 payments abandoned an hour ago, asked three times already and due again now.
     await database.sql`
       WITH made AS (
-        INSERT INTO orders (user_id, request_id, amount_cents, currency, created_at)
-        SELECT gen_random_uuid()::text, 'abandoned-' || g, 1250, 'USD', now() - interval '1 hour'
+        INSERT INTO orders (user_id, request_id, request_fingerprint, amount_cents, currency, created_at)
+        SELECT gen_random_uuid()::text, 'abandoned-' || g, 'test', 1250, 'USD', now() - interval '1 hour'
           FROM generate_series(1, 500) g
         RETURNING user_id, id, created_at)
       INSERT INTO payment_order (user_id, order_id, out_trade_no, amount_cents, currency, created_at,

@@ -9,7 +9,12 @@ import { z } from "zod";
 export const SIGNATURE_HEADER = "provider-signature";
 export const DELIVERY_ID_HEADER = "provider-delivery-id";
 
-export const NOTIFICATION_TYPES = ["payment.succeeded", "payment.closed", "refund.succeeded"] as const;
+export const NOTIFICATION_TYPES = [
+  "payment.succeeded",
+  "payment.closed",
+  "refund.succeeded",
+  "refund.failed",
+] as const;
 
 export const notificationBodySchema = z.object({
   id: z.string().min(1).max(100),
@@ -22,6 +27,8 @@ export const notificationBodySchema = z.object({
   created_at: z.string().min(1).max(40),
   /** Refund notifications: which refund (amount_cents is then the refund's amount). */
   refund_no: z.string().min(1).max(64).optional(),
+  /** Refund notifications: which of the provider's attempts at that refund this is about (1 if absent). */
+  refund_attempt: z.number().int().positive().optional(),
 });
 export type NotificationBody = z.infer<typeof notificationBodySchema>;
 
@@ -114,9 +121,20 @@ export const tradeStatusSchema = z.object({
   transaction_id: z.string().nullable(),
   amount_cents: z.number().int().nullable(),
   currency: z.string().nullable(),
-  /** Refunds the provider has made on the trade: the merchant's fallback for lost refund notifications. */
+  /**
+   * Refunds the provider accepted on the trade, each as it stands (SUCCEEDED, or FAILED after it was
+   * accepted) with its latest attempt: the merchant's fallback for lost refund notifications.
+   */
   refunds: z
-    .array(z.object({ refund_no: z.string(), amount_cents: z.number().int(), currency: z.string() }))
+    .array(
+      z.object({
+        refund_no: z.string(),
+        amount_cents: z.number().int(),
+        currency: z.string(),
+        status: z.enum(["SUCCEEDED", "FAILED"]).default("SUCCEEDED"),
+        attempt: z.number().int().positive().default(1),
+      }),
+    )
     .default([]),
 });
 export type TradeStatus = z.infer<typeof tradeStatusSchema>;
@@ -154,6 +172,8 @@ export const refundAnswerSchema = z.object({
   refund_no: z.string(),
   status: z.enum(["ACCEPTED", "REJECTED"]),
   reason: z.string().optional(),
+  /** ACCEPTED: the provider's attempt number for this send (a refund that failed there, sent again, is a new attempt). */
+  attempt: z.number().int().positive().optional(),
 });
 export type RefundAnswer = z.infer<typeof refundAnswerSchema>;
 

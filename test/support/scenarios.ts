@@ -1,14 +1,20 @@
 import { randomUUID } from "node:crypto";
+import { eq } from "drizzle-orm";
+import { type AdminAction, runAdminAction } from "~/mockpay/server/admin";
 import type { MockPayContext } from "~/mockpay/server/context";
 import { deliverDueNotifications } from "~/mockpay/server/delivery";
 import { confirmTrade, openTrade } from "~/mockpay/server/trades";
 import type { AppContext } from "~/server/app-context";
+import type { Db } from "~/server/db/client";
+import { outboxEvent, sku } from "~/server/db/schema";
+import { consumersOf } from "~/server/fulfilment/consumers";
+import { handleConsumeJob } from "~/server/fulfilment/worker";
 import { createOrder } from "~/server/orders/create-order";
 import type { OrderLine } from "~/server/orders/schema";
 import { createPayment } from "~/server/payments/create-payment";
 import { handlePaymentNotification } from "~/server/payments/notify";
 import { createCaller } from "~/server/trpc/root";
-import { payRequestSchema, signBody } from "~/shared/provider-contract";
+import { type NotificationBody, payRequestSchema, signBody } from "~/shared/provider-contract";
 
 /** A shopper's order, paid through a signed success notification as the provider would send it. */
 export async function placePaidOrder(app: AppContext, items: OrderLine[]) {
@@ -98,4 +104,73 @@ export async function orderAwaitingPayment(
     /** The shopper presses Confirm on MockPay's page. */
     confirm: () => confirmTrade(mockPay.db, mockPay.appId, payment.outTradeNo),
   };
+}
+
+/** A fact about a payment, signed with the provider's secret and handed to the merchant's notify handler. */
+export function notifyAsProvider(app: AppContext, body: NotificationBody) {
+  const raw = JSON.stringify(body);
+  return handlePaymentNotification(
+    app.db,
+    {
+      body: raw,
+      signature: signBody(app.payments.webhookSecret, raw, Math.floor(Date.now() / 1000)),
+      deliveryId: randomUUID(),
+    },
+    app.payments,
+  );
+}
+
+/** The parts of a notification that name a payment (add `type` and `transaction_id`). */
+export const factAbout = (
+  app: AppContext,
+  payment: { outTradeNo: string; amountCents: number; currency: string },
+) =>
+  ({
+    id: `evt_${randomUUID()}`,
+    app_id: app.payments.appId,
+    out_trade_no: payment.outTradeNo,
+    amount_cents: payment.amountCents,
+    currency: payment.currency,
+    created_at: new Date().toISOString(),
+  }) as const;
+
+/**
+ * Runs the consumers of every event of one order, as the worker would, until no event is new: fulfilment,
+ * stock short and its automatic refund, what refunds give back.
+ */
+export async function consumeOrderEvents(db: Db, orderId: string) {
+  const done = new Set<string>();
+  for (let round = 0; round < 20; round++) {
+    const events = await db
+      .select({ id: outboxEvent.id, userId: outboxEvent.userId, eventType: outboxEvent.eventType })
+      .from(outboxEvent)
+      .where(eq(outboxEvent.aggregateId, orderId))
+      .orderBy(outboxEvent.createdAt);
+    const fresh = events.filter((event) => !done.has(event.id));
+    if (fresh.length === 0) return;
+    for (const event of fresh) {
+      done.add(event.id);
+      for (const consumer of consumersOf(event.eventType)) {
+        await handleConsumeJob(db, { eventId: event.id, userId: event.userId, consumer: consumer.name });
+      }
+    }
+  }
+}
+
+/** A SKU of its own with this much stock, so a test can run it out. */
+export async function scarceSku(db: Db, stock: number, priceCents = 1870) {
+  const id = `SKU-SCARCE-${randomUUID().slice(0, 8)}`;
+  await db.insert(sku).values({ id, name: "Scarce item", priceCents, stock, initialStock: stock });
+  return id;
+}
+
+/** Arms one of MockPay's per-trade faults (its admin page's actions), `count` times where it counts. */
+export function mockPayFault(mockPay: MockPayContext, outTradeNo: string, action: AdminAction, count = 1) {
+  return runAdminAction(
+    mockPay.db,
+    mockPay.appId,
+    outTradeNo,
+    { action, count, delayS: 1 },
+    mockPay.delivery,
+  );
 }

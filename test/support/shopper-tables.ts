@@ -14,6 +14,7 @@ export const SHOPPER_TABLES = [
   "outbox_event",
   "message_consume_record",
   "idempotency_record",
+  "ledger_transfer",
 ];
 
 /** Those that hang off an order (they have order_id). */

@@ -11,6 +11,7 @@
  *
  * Started by the bench (scripts/lib/bench/scenarios/floor.ts) with PORT and DATABASE_URL.
  */
+import { createHash } from "node:crypto";
 import { createServer } from "node:http";
 import { pgClient } from "~/shared/postgres-driver";
 
@@ -37,8 +38,9 @@ async function placeOrder(requestId: string, items: Line[]) {
     });
     const amount = lines.reduce((sum, line) => sum + line.total, 0);
     const [order] = await tx<{ orderId: string; status: string; amountCents: string; currency: string }[]>`
-      INSERT INTO orders (user_id, request_id, amount_cents, currency)
-      VALUES (${USER_ID}, ${requestId}, ${amount}, ${lines[0]?.product.currency ?? "USD"})
+      INSERT INTO orders (user_id, request_id, request_fingerprint, amount_cents, currency)
+      VALUES (${USER_ID}, ${requestId}, ${createHash("sha256").update(JSON.stringify(items)).digest("hex")},
+              ${amount}, ${lines[0]?.product.currency ?? "USD"})
       RETURNING id AS "orderId", status, amount_cents AS "amountCents", currency`;
     if (!order) throw new Error("no order");
     await tx`INSERT INTO order_item ${tx(

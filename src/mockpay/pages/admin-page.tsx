@@ -19,6 +19,8 @@ const LABELS: Record<AdminAction, string> = {
   DROP_ON: "Drop all notifications",
   DROP_OFF: "Stop dropping notifications",
   REJECT_REFUNDS: "Reject the next refund requests (count)",
+  FAIL_REFUNDS: "Accept the next refunds, then fail them (count)",
+  SILENT_REFUNDS: "Decide the next refunds without notifying (count)",
 };
 
 /** MockPay's operator view: transactions, every delivery attempt, and the faults to inject. */

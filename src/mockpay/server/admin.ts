@@ -28,6 +28,8 @@ export const ADMIN_ACTIONS = [
   "DROP_ON",
   "DROP_OFF",
   "REJECT_REFUNDS",
+  "FAIL_REFUNDS",
+  "SILENT_REFUNDS",
 ] as const;
 export type AdminAction = (typeof ADMIN_ACTIONS)[number];
 
@@ -45,6 +47,12 @@ const FAULTS: Partial<Record<AdminAction, DeliveryFault>> = {
   WRONG_AMOUNT: "WRONG_AMOUNT",
   STALE_TIMESTAMP: "STALE_TIMESTAMP",
 };
+
+const REFUND_FAULTS = {
+  REJECT_REFUNDS: "rejectRefunds",
+  FAIL_REFUNDS: "failRefunds",
+  SILENT_REFUNDS: "silentRefunds",
+} as const;
 
 /** Manual sends are recorded with attempt number 0, beside the scheduled ones. */
 const MANUAL = 0;
@@ -80,10 +88,13 @@ export async function runAdminAction(
         .where(eq(providerTrade.id, trade.id));
       return [];
     case "REJECT_REFUNDS":
-      // The next `count` new refund requests on this trade are rejected ("risk control"); a retry after that is accepted.
+    case "FAIL_REFUNDS":
+    case "SILENT_REFUNDS":
+      // The next `count` refund requests on this trade are rejected ("risk control"), or accepted and then
+      // fail (`refund.failed`), or decided without a notification; a retry after that goes through.
       await db
         .update(providerTrade)
-        .set({ rejectRefunds: input.count, updatedAt: sql`now()` })
+        .set({ [REFUND_FAULTS[input.action]]: input.count, updatedAt: sql`now()` })
         .where(eq(providerTrade.id, trade.id));
       return [];
     case "DELAY":

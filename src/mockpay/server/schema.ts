@@ -44,6 +44,10 @@ export const providerTrade = pgTable(
     dropNotifications: boolean().notNull().default(false),
     /** The admin's "reject refunds" fault: this many new refund requests on the trade are rejected. */
     rejectRefunds: integer().notNull().default(0),
+    /** "Fail refunds after accepting": this many refunds are accepted, then fail (`refund.failed`). */
+    failRefunds: integer().notNull().default(0),
+    /** "Silent refunds": this many refunds are decided without a notification; only the status query tells. */
+    silentRefunds: integer().notNull().default(0),
     createdAt: createdAt(),
     updatedAt: createdAt(),
   },
@@ -102,6 +106,12 @@ export const providerDeliveryAttempt = pgTable(
   (t) => [index("provider_delivery_attempt_notification_idx").on(t.notificationId, t.startedAt)],
 );
 
+export const PROVIDER_REFUND_STATUSES = ["SUCCEEDED", "FAILED"] as const;
+
+/**
+ * A refund MockPay accepted: SUCCEEDED (the money went back), or FAILED after it was accepted (the money
+ * stays; the same refund_no sent again is a new attempt). `attempts` counts the sends it accepted.
+ */
 export const providerRefund = pgTable(
   "provider_refund",
   {
@@ -111,8 +121,13 @@ export const providerRefund = pgTable(
       .references(() => providerTrade.id),
     refundNo: text().notNull(),
     amountCents: bigint({ mode: "number" }).notNull(),
-    status: text().notNull().default("SUCCEEDED"),
+    status: text({ enum: PROVIDER_REFUND_STATUSES }).notNull().default("SUCCEEDED"),
+    attempts: integer().notNull().default(1),
     createdAt: createdAt(),
+    updatedAt: createdAt(),
   },
-  (t) => [uniqueIndex("provider_refund_trade_refund_no_uq").on(t.tradeId, t.refundNo)],
+  (t) => [
+    uniqueIndex("provider_refund_trade_refund_no_uq").on(t.tradeId, t.refundNo),
+    inList("provider_refund_status_valid", "status", PROVIDER_REFUND_STATUSES),
+  ],
 );

@@ -143,7 +143,7 @@ export async function queueNotification(
   tx: MockPayExecutor,
   trade: ProviderTrade,
   type: NotificationBody["type"],
-  refund?: { refundNo: string; amountCents: number },
+  refund?: { refundNo: string; amountCents: number; attempt: number },
 ) {
   const body: NotificationBody = {
     id: `evt_${randomBytes(12).toString("hex")}`,
@@ -154,9 +154,10 @@ export async function queueNotification(
     amount_cents: refund?.amountCents ?? trade.amountCents,
     currency: trade.currency,
     created_at: new Date().toISOString(),
-    ...(refund ? { refund_no: refund.refundNo } : {}),
+    ...(refund ? { refund_no: refund.refundNo, refund_attempt: refund.attempt } : {}),
   };
-  const factKey = refund ? `${type}:${refund.refundNo}` : type;
+  // A refund's fact is its outcome on one attempt: a refund that failed, sent again, can fail (or succeed) anew.
+  const factKey = refund ? `${type}:${refund.refundNo}:${refund.attempt}` : type;
   await tx
     .insert(providerNotification)
     .values({ id: body.id, tradeId: trade.id, type, factKey, body })
@@ -171,7 +172,12 @@ export async function tradeStatus(db: MockPayDb, appId: string, outTradeNo: stri
     .where(and(eq(providerTrade.appId, appId), eq(providerTrade.outTradeNo, outTradeNo)));
   const refunds = trade
     ? await db
-        .select({ refundNo: providerRefund.refundNo, amountCents: providerRefund.amountCents })
+        .select({
+          refundNo: providerRefund.refundNo,
+          amountCents: providerRefund.amountCents,
+          status: providerRefund.status,
+          attempt: providerRefund.attempts,
+        })
         .from(providerRefund)
         .where(eq(providerRefund.tradeId, trade.id))
         .orderBy(providerRefund.createdAt)
@@ -187,6 +193,8 @@ export async function tradeStatus(db: MockPayDb, appId: string, outTradeNo: stri
       refund_no: r.refundNo,
       amount_cents: r.amountCents,
       currency: trade?.currency ?? "",
+      status: r.status,
+      attempt: r.attempt,
     })),
   };
 }

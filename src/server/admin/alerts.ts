@@ -23,6 +23,12 @@ export interface OpsFigures {
   failedRefunds: number;
   /** Payments the provider took after their order stopped awaiting them, whose automatic refund has not succeeded. */
   lateUnrefunded: number;
+  /** Refunds sent (or to be sent) whose outcome the provider has not told for longer than the threshold. */
+  refundsInFlight: number;
+  /** Orders whose money is not the price of what they keep (reconciliation's money-conserved, listed rows). */
+  unconservedOrders: number;
+  /** Payments whose ledger disagrees with their state or with the provider's records (listed rows). */
+  ledgerDisagreements: number;
   reconciliationViolations: number;
 }
 
@@ -32,6 +38,9 @@ export interface AlertThresholds {
 }
 
 export const DEFAULT_THRESHOLDS: AlertThresholds = { signatureFailures10m: 5, outboxLagSeconds: 60 };
+
+/** A refund with no outcome from the provider for this long is in flight past its time (alert; queried meanwhile). */
+export const REFUND_IN_FLIGHT_ALERT_S = 300;
 
 /** The figures operators watch, read from the database (so every instance agrees). */
 export async function opsFigures(db: Db, report?: ReconciliationReport): Promise<OpsFigures> {
@@ -45,6 +54,7 @@ export async function opsFigures(db: Db, report?: ReconciliationReport): Promise
     verified: number;
     failed_refunds: number;
     late: number;
+    in_flight: number;
   }>(sql`
     SELECT coalesce(extract(epoch FROM now() - (SELECT min(created_at) FROM outbox_event WHERE published_at IS NULL)), 0)::float8 AS outbox_lag,
            (SELECT count(*)::int FROM idempotency_record WHERE status = 'PROCESSING' AND locked_until < now()) AS stuck,
@@ -60,7 +70,9 @@ export async function opsFigures(db: Db, report?: ReconciliationReport): Promise
            (SELECT count(*)::int FROM refund_order WHERE status = 'REFUND_FAILED') AS failed_refunds,
            (SELECT count(*)::int FROM payment_order p WHERE p.status = 'PAID_LATE'
              AND NOT EXISTS (SELECT 1 FROM refund_order r WHERE r.user_id = p.user_id AND r.payment_id = p.id AND r.status = 'REFUND_SUCCESS'
-                              AND r.amount_cents = p.amount_cents)) AS late`);
+                              AND r.amount_cents = p.amount_cents)) AS late,
+           (SELECT count(*)::int FROM refund_order WHERE status IN ('REFUND_CREATED', 'REFUND_PROCESSING')
+             AND updated_at < now() - ${REFUND_IN_FLIGHT_ALERT_S} * interval '1 second') AS in_flight`);
   const reconciliation = report ?? (await reconcile(db));
   return {
     outboxLagSeconds: Number(row?.outbox_lag ?? 0),
@@ -72,13 +84,44 @@ export async function opsFigures(db: Db, report?: ReconciliationReport): Promise
     verifiedNotifications10m: row?.verified ?? 0,
     failedRefunds: row?.failed_refunds ?? 0,
     lateUnrefunded: row?.late ?? 0,
+    refundsInFlight: row?.in_flight ?? 0,
+    unconservedOrders: rowsOf(reconciliation, "money-conserved"),
+    ledgerDisagreements:
+      rowsOf(reconciliation, "ledger-agrees") + rowsOf(reconciliation, "ledger-agrees-with-provider"),
     reconciliationViolations: violationCount(reconciliation),
   };
+}
+
+/** The rows an invariant's checks listed (each check lists at most the report's sample size). */
+function rowsOf(report: ReconciliationReport, invariant: string): number {
+  const found = report.invariants.find((i) => i.name === invariant);
+  return found?.violations.reduce((sum, violation) => sum + violation.rows.length, 0) ?? 0;
 }
 
 /** Conditions a person must see: shown on /admin and logged at error level. */
 export function alertsFrom(figures: OpsFigures, thresholds: AlertThresholds = DEFAULT_THRESHOLDS): Alert[] {
   const alerts: Alert[] = [];
+  if (figures.unconservedOrders > 0) {
+    alerts.push({
+      name: "money_not_conserved",
+      title: "Money held that an order does not keep",
+      detail: `${figures.unconservedOrders} order(s) hold another amount than the price of what they keep (captured − refunded): see Reconciliation, money-conserved`,
+    });
+  }
+  if (figures.ledgerDisagreements > 0) {
+    alerts.push({
+      name: "ledger_disagrees",
+      title: "The money ledger disagrees",
+      detail: `${figures.ledgerDisagreements} payment(s) whose ledger balances differ from their payments and refunds, or from MockPay's records`,
+    });
+  }
+  if (figures.refundsInFlight > 0) {
+    alerts.push({
+      name: "refund_in_flight",
+      title: "Refunds without an outcome",
+      detail: `${figures.refundsInFlight} refund(s) sent more than ${REFUND_IN_FLIGHT_ALERT_S / 60} minutes ago with no outcome from the provider; they are being queried`,
+    });
+  }
   if (figures.lateUnrefunded > 0) {
     alerts.push({
       name: "late_payment",

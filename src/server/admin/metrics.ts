@@ -30,6 +30,18 @@ const GAUGES = {
     "checkout_late_payments_unrefunded",
     "Payments taken after their order stopped awaiting them, not yet refunded",
   ],
+  refundsInFlight: [
+    "checkout_refunds_in_flight",
+    "Refunds without an outcome from the provider past their time (they are being queried)",
+  ],
+  unconservedOrders: [
+    "checkout_money_unconserved_orders",
+    "Orders whose captured − refunded is not the price of what they keep",
+  ],
+  ledgerDisagreements: [
+    "checkout_ledger_disagreements",
+    "Payments whose ledger differs from their state or from the provider's records",
+  ],
   reconciliationViolations: [
     "checkout_reconciliation_violations",
     "Broken invariants found by the reconciliation check",

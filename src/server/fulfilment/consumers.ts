@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { and, eq, notInArray, sql } from "drizzle-orm";
+import { and, eq, sql } from "drizzle-orm";
 import { revokeCoupon } from "~/server/coupons/coupons";
 import type { Tx } from "~/server/db/client";
 import {
@@ -7,13 +7,12 @@ import {
   benefitReversal,
   orders,
   outboxEvent,
-  REFUNDS_THAT_RETURN_NOTHING,
-  refundOrder,
   shipment,
   sku,
   stockDeductRecord,
   stockReturnRecord,
 } from "~/server/db/schema";
+import { refundableOf } from "~/server/ledger/ledger";
 import { isOrder, type OrderRef } from "~/server/orders/order-ref";
 import { lockPaidPayment, recordRefund } from "~/server/refunds/create-refund";
 import type { Consumer, OutboxEvent } from "./consume";
@@ -255,23 +254,11 @@ export const autoRefundConsumer: Consumer = {
     const ref = orderOf(event);
     const { orderId } = ref;
     // The payment's lock first (recordRefund takes it too): what is left to refund is then read after any
-    // refund the shopper is recording at this moment, not before it.
-    await lockPaidPayment(tx, ref);
-    const [order] = await tx
-      .select({ amountCents: orders.amountCents })
-      .from(orders)
-      .where(isOrder(orders, orders.id, ref));
-    if (!order) return "SKIPPED";
-    const [refunded] = await tx
-      .select({ total: sql<string>`coalesce(sum(${refundOrder.amountCents}), 0)` })
-      .from(refundOrder)
-      .where(
-        and(
-          isOrder(refundOrder, refundOrder.orderId, ref),
-          notInArray(refundOrder.status, REFUNDS_THAT_RETURN_NOTHING),
-        ),
-      );
-    const remaining = order.amountCents - Number(refunded?.total ?? 0);
+    // refund the shopper is recording at this moment, not before it. What is left is that payment's: a late
+    // payment of the same order is refunded on its own, and takes nothing from this one.
+    const payment = await lockPaidPayment(tx, ref);
+    if (!payment) return "SKIPPED";
+    const remaining = await refundableOf(tx, payment);
     if (remaining <= 0) return "SKIPPED";
     const { existed } = await recordRefund(tx, {
       userId: ref.userId,

@@ -3,7 +3,7 @@ import { discountFor, redeem } from "~/server/coupons/coupons";
 import type { Db, Tx } from "~/server/db/client";
 import { orderItem, orders, sku } from "~/server/db/schema";
 import { DomainError } from "~/server/errors";
-import { defineOperation, type IdempotencyConfig, runOperation } from "~/server/idempotency";
+import { defineOperation, fingerprint, type IdempotencyConfig, runOperation } from "~/server/idempotency";
 import {
   type CreateOrderInput,
   createOrderBody,
@@ -42,19 +42,16 @@ export const createOrderOperation = defineOperation({
   ],
   gateway: "per-shopper-and-key",
   // The same lines in another order, or split over two entries, are the same request.
-  canonical: (input) => {
-    const items = normaliseLines(input.items);
-    return input.couponCode ? { items, couponCode: input.couponCode } : { items };
-  },
+  canonical: (input) => canonicalOrderRequest(normaliseLines(input.items), input.couponCode),
   execute: async (tx, input, { userId }) => {
-    const created = await insertOrder(
+    const { order, existed } = await insertOrder(
       tx,
       userId,
       input.requestId,
       normaliseLines(input.items),
       input.couponCode,
     );
-    return { result: created, bizId: created.orderId };
+    return { result: order, bizId: order.orderId, existed };
   },
   rest: {
     method: "POST",
@@ -96,13 +93,24 @@ export function normaliseLines(items: readonly OrderLine[]): OrderLine[] {
     });
 }
 
+/** What "the same order request" means: its lines (normalised) and its coupon, not its key. */
+function canonicalOrderRequest(items: OrderLine[], couponCode?: string) {
+  return couponCode ? { items, couponCode } : { items };
+}
+
+/**
+ * Inserts the order once per (shopper, request id). The order keeps its request's fingerprint, the one the
+ * idempotency core takes: the business key outlives the idempotency record, so a request id used again
+ * after its record expired is answered with its order only when it is the same request.
+ */
 export async function insertOrder(
   tx: Tx,
   userId: string,
   requestId: string,
   lines: OrderLine[],
   couponCode?: string,
-): Promise<CreatedOrder> {
+): Promise<{ order: CreatedOrder; existed: boolean }> {
+  const requestFingerprint = fingerprint(createOrderOperation.name, canonicalOrderRequest(lines, couponCode));
   const products = await tx
     .select({
       id: sku.id,
@@ -144,10 +152,12 @@ export async function insertOrder(
 
   const [order] = await tx
     .insert(orders)
-    .values({ userId, requestId, amountCents, discountCents, currency })
+    .values({ userId, requestId, requestFingerprint, amountCents, discountCents, currency })
     .onConflictDoNothing({ target: [orders.userId, orders.requestId] })
     .returning(createdColumns);
-  if (!order) return existingOrderForRequest(tx, userId, requestId, amountCents);
+  if (!order) {
+    return { order: await existingOrderForRequest(tx, userId, requestId, requestFingerprint), existed: true };
+  }
   if (couponCode) await redeem(tx, { code: couponCode, userId, orderId: order.orderId, discountCents });
 
   await tx.insert(orderItem).values(
@@ -161,7 +171,7 @@ export async function insertOrder(
       lineTotalCents: line.lineTotalCents,
     })),
   );
-  return answerOf(order);
+  return { order: answerOf(order), existed: false };
 }
 
 const createdColumns = {
@@ -179,24 +189,26 @@ function answerOf({ discountCents, ...order }: CreatedOrder): CreatedOrder {
 
 /**
  * The business key outlives the idempotency record (which expires): a request id
- * that already made an order answers with that order, never a second one.
+ * that already made an order answers with that order, never a second one, and only
+ * when it is the same request (its fingerprint, not merely its total).
  */
 async function existingOrderForRequest(
   tx: Tx,
   userId: string,
   requestId: string,
-  amountCents: number,
+  requestFingerprint: string,
 ): Promise<CreatedOrder> {
   const [existing] = await tx
-    .select(createdColumns)
+    .select({ ...createdColumns, requestFingerprint: orders.requestFingerprint })
     .from(orders)
     .where(and(eq(orders.userId, userId), eq(orders.requestId, requestId)));
   if (!existing) throw new Error("order vanished between conflict and read");
-  if (existing.amountCents !== amountCents) {
+  const { requestFingerprint: kept, ...order } = existing;
+  if (kept !== requestFingerprint) {
     throw new DomainError(
       "IDEMPOTENCY_KEY_REUSED",
       "This request id already placed a different order. Use a new key for a new order.",
     );
   }
-  return answerOf(existing);
+  return answerOf(order);
 }

@@ -1,8 +1,9 @@
 import { and, eq, inArray, sql } from "drizzle-orm";
 import type { Db, Tx } from "~/server/db/client";
 import { orders, outboxEvent, paymentNotification, paymentOrder, refundOrder } from "~/server/db/schema";
+import { postCapture, postRefundMove } from "~/server/ledger/ledger";
 import type { Observer } from "~/server/observability/observer";
-import { applyRefundSucceeded } from "~/server/refunds/complete-refund";
+import { applyRefundFailed, applyRefundSucceeded } from "~/server/refunds/complete-refund";
 import { violatedConstraint } from "~/shared/postgres-driver";
 import {
   MERCHANT_SUCCESS_BODY,
@@ -134,6 +135,7 @@ export async function applyProviderFact(tx: Tx, n: NotificationBody): Promise<Ve
   const [payment] = await tx.select().from(paymentOrder).where(eq(paymentOrder.outTradeNo, n.out_trade_no));
   if (!payment) return refuse("UNKNOWN_PAYMENT", 404, `no payment ${n.out_trade_no}`);
   if (n.type === "refund.succeeded") return applyRefundSucceeded(tx, payment, n);
+  if (n.type === "refund.failed") return applyRefundFailed(tx, payment, n);
   if (payment.amountCents !== n.amount_cents || payment.currency !== n.currency) {
     return refuse(
       "AMOUNT_MISMATCH",
@@ -157,6 +159,8 @@ interface PaymentKey {
   userId: string;
   id: string;
   orderId: string;
+  amountCents: number;
+  currency: string;
 }
 
 async function applySuccess(tx: Tx, payment: PaymentKey, n: NotificationBody): Promise<Verdict> {
@@ -179,6 +183,7 @@ async function applySuccess(tx: Tx, payment: PaymentKey, n: NotificationBody): P
                                   WHERE other.user_id = ${userId} AND other.order_id = ${orderId}
                                     AND other.id <> ${paymentId} AND other.status IN ('PENDING', 'SUCCESS'))))`)
     .returning({ id: paymentOrder.id });
+  if (moved) await postCapture(tx, payment, n.transaction_id);
   if (!moved) {
     // The money came for a payment that cannot be the order's: it goes back, automatically, once.
     const late = await takeLatePayment(tx, payment, n.transaction_id);
@@ -286,7 +291,8 @@ async function takeLatePayment(
     )
     .returning();
   if (!late) return undefined;
-  await tx
+  await postCapture(tx, late, transactionId);
+  const [refund] = await tx
     .insert(refundOrder)
     .values({
       userId: late.userId,
@@ -297,7 +303,9 @@ async function takeLatePayment(
       currency: late.currency,
       reason: "automatic: money received for a payment that is not the order's",
     })
-    .onConflictDoNothing({ target: [refundOrder.userId, refundOrder.refundNo] });
+    .onConflictDoNothing({ target: [refundOrder.userId, refundOrder.refundNo] })
+    .returning();
+  if (refund) await postRefundMove(tx, refund, "NEW", "REFUND_CREATED");
   return ok("PROCESSED", "paid after the order stopped awaiting this payment: refunded automatically", true);
 }
 

@@ -1,4 +1,4 @@
-import { and, eq, inArray, sql } from "drizzle-orm";
+import { and, eq, inArray, ne, sql } from "drizzle-orm";
 import type { Db } from "~/server/db/client";
 import { orders, paymentOrder, refundOrder } from "~/server/db/schema";
 import { isOrder } from "~/server/orders/order-ref";
@@ -48,29 +48,29 @@ export async function syncPaymentStatus(
       created_at: new Date().toISOString(),
     });
   }
-  // Refunds the provider made whose notification we have not (yet) applied.
-  const open = await db
-    .select({ providerRefundNo: refundOrder.providerRefundNo })
+  // Refunds the provider decided whose notification we have not (yet) applied: a success for any refund
+  // not yet known to have succeeded here, a failure after acceptance for one still awaiting its outcome.
+  const known = await db
+    .select({ providerRefundNo: refundOrder.providerRefundNo, status: refundOrder.status })
     .from(refundOrder)
     .innerJoin(
       paymentOrder,
       and(eq(paymentOrder.userId, refundOrder.userId), eq(paymentOrder.id, refundOrder.paymentId)),
     )
-    .where(
-      and(
-        eq(paymentOrder.outTradeNo, outTradeNo),
-        inArray(refundOrder.status, ["REFUND_CREATED", "REFUND_PROCESSING"]),
-      ),
-    );
-  const openRefunds = new Set(open.map((r) => r.providerRefundNo));
-  for (const refund of status.refunds.filter((r) => openRefunds.has(r.refund_no))) {
+    .where(and(eq(paymentOrder.outTradeNo, outTradeNo), ne(refundOrder.status, "REFUND_SUCCESS")));
+  const statusOf = new Map(known.map((r) => [r.providerRefundNo, r.status]));
+  for (const refund of status.refunds) {
+    const merchant = statusOf.get(refund.refund_no);
+    const awaited = merchant === "REFUND_CREATED" || merchant === "REFUND_PROCESSING";
+    if (!merchant || (refund.status === "FAILED" && !awaited)) continue;
     facts.push({
-      id: `query:${outTradeNo}:refund:${refund.refund_no}`,
-      type: "refund.succeeded",
+      id: `query:${outTradeNo}:refund:${refund.refund_no}:${refund.attempt}`,
+      type: refund.status === "SUCCEEDED" ? "refund.succeeded" : "refund.failed",
       app_id: status.app_id,
       out_trade_no: outTradeNo,
       transaction_id: status.transaction_id,
       refund_no: refund.refund_no,
+      refund_attempt: refund.attempt,
       amount_cents: refund.amount_cents,
       currency: refund.currency,
       created_at: new Date().toISOString(),

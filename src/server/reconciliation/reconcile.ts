@@ -1,5 +1,6 @@
 import { type SQL, sql } from "drizzle-orm";
 import type { Db } from "~/server/db/client";
+import { A_LINE_NO_LONGER_FITS } from "~/server/refunds/transitions";
 
 export interface Violation {
   message: string;
@@ -48,6 +49,17 @@ const HELD_STOCK = sql`
   SELECT d.user_id, d.order_id, d.sku_id, (d.quantity - coalesce((SELECT sum(r.quantity) FROM stock_return_record r
                                                         WHERE r.user_id = d.user_id AND r.order_id = d.order_id AND r.sku_id = d.sku_id), 0))::int AS held
     FROM stock_deduct_record d`;
+
+/** The ledger's balances of the payment `p` (in the query): shopper, revenue, payable. */
+const LEDGER_OF_PAYMENT = sql.raw(
+  `SELECT ${(["shopper", "revenue", "refunds_payable"] as const)
+    .map(
+      (account) =>
+        `coalesce(sum(CASE WHEN t.to_account = '${account}' THEN t.amount_cents WHEN t.from_account = '${account}' THEN -t.amount_cents END), 0)::bigint AS ${account === "refunds_payable" ? "payable" : account}`,
+    )
+    .join(", ")}
+     FROM ledger_transfer t WHERE t.user_id = p.user_id AND t.payment_id = p.id`,
+);
 
 /** The order `o` (in the query) has no refund in flight and none that settled within the lag. */
 const SETTLED = (opts: Required<ReconcileOptions>) => sql`
@@ -267,10 +279,12 @@ const INVARIANTS: Invariant[] = [
     checks: [
       {
         message: "refunds exceed the payment",
-        query: () => sql`SELECT p.order_id, p.amount_cents AS paid, sum(r.amount_cents)::bigint AS refunded
+        // Per payment: an order with a late payment beside its own has two, each refunded on its own.
+        query:
+          () => sql`SELECT p.order_id, p.out_trade_no, p.amount_cents AS paid, sum(r.amount_cents)::bigint AS refunded
                            FROM refund_order r JOIN payment_order p ON p.user_id = r.user_id AND p.id = r.payment_id
                           WHERE r.status NOT IN ('REFUND_FAILED', 'REFUND_SUPERSEDED')
-                          GROUP BY p.order_id, p.amount_cents HAVING sum(r.amount_cents) > p.amount_cents`,
+                          GROUP BY p.user_id, p.id HAVING sum(r.amount_cents) > p.amount_cents`,
       },
       {
         message: "the successful refunds add up to the payment, but the order is not REFUNDED",
@@ -280,6 +294,94 @@ const INVARIANTS: Invariant[] = [
                            JOIN orders o ON o.user_id = p.user_id AND o.id = p.order_id
                           WHERE r.status = 'REFUND_SUCCESS' AND o.status <> 'REFUNDED' AND p.status = 'SUCCESS'
                           GROUP BY o.user_id, o.id, o.status, p.amount_cents HAVING sum(r.amount_cents) = p.amount_cents`,
+      },
+    ],
+  },
+  {
+    name: "money-conserved",
+    description:
+      "Per order, once settled: captured − refunded = the price of what the order keeps (nothing for an order that ships nothing: closed, short of stock, refunded), per currency, never negative. Captured counts every payment the provider took for the order, late ones too.",
+    checks: [
+      {
+        message: "the money an order holds is not the price of what it keeps",
+        query: (o) => sql`SELECT o.id AS order_id, o.status, o.currency, m.captured, m.refunded,
+                                 (m.captured - m.refunded)::bigint AS holds, k.keeps,
+                                 (m.captured - m.refunded - k.keeps)::bigint AS difference
+                            FROM orders o
+                            CROSS JOIN LATERAL (
+                              SELECT coalesce((SELECT sum(p.amount_cents) FROM payment_order p
+                                                WHERE p.user_id = o.user_id AND p.order_id = o.id
+                                                  AND p.status IN ('SUCCESS', 'PAID_LATE')), 0)::bigint AS captured,
+                                     coalesce((SELECT sum(r.amount_cents) FROM refund_order r
+                                                WHERE r.user_id = o.user_id AND r.order_id = o.id
+                                                  AND r.status = 'REFUND_SUCCESS'), 0)::bigint AS refunded) m
+                            CROSS JOIN LATERAL (
+                              SELECT CASE WHEN o.status IN ('PAID', 'SHIPPED')
+                                          THEN o.amount_cents - coalesce((
+                                                 SELECT sum(r.amount_cents) FROM refund_order r
+                                                   JOIN payment_order p ON p.user_id = r.user_id AND p.id = r.payment_id AND p.status = 'SUCCESS'
+                                                  WHERE r.user_id = o.user_id AND r.order_id = o.id AND r.status = 'REFUND_SUCCESS'), 0)
+                                          ELSE 0 END::bigint AS keeps) k
+                           WHERE (m.captured - m.refunded <> k.keeps OR m.captured - m.refunded < 0)
+                             AND o.updated_at < now() - ${o.lagSeconds} * interval '1 second'
+                             AND ${SETTLED(o)}
+                             AND NOT EXISTS (SELECT 1 FROM payment_order p WHERE p.user_id = o.user_id AND p.order_id = o.id
+                                               AND p.updated_at > now() - ${o.lagSeconds} * interval '1 second')`,
+      },
+    ],
+  },
+  {
+    name: "ledger-agrees",
+    description:
+      "The money ledger and the state tables tell the same story, per payment: the shopper has paid what was captured less refunds that succeeded, refunds owed are the refunds sent and not yet confirmed, the order keeps the rest; every transfer is in its payment's currency.",
+    checks: [
+      {
+        message: "a payment's ledger balances differ from its payment and refunds",
+        query: () => sql`SELECT p.out_trade_no, p.order_id, p.status,
+                                -l.shopper AS ledger_paid, (s.captured - s.paid)::bigint AS paid,
+                                l.revenue AS ledger_kept, (s.captured - s.owed - s.paid)::bigint AS kept,
+                                l.payable AS ledger_owed, s.owed
+                           FROM payment_order p
+                           CROSS JOIN LATERAL (
+                             SELECT (CASE WHEN p.status IN ('SUCCESS', 'PAID_LATE') THEN p.amount_cents ELSE 0 END)::bigint AS captured,
+                                    coalesce(sum(r.amount_cents) FILTER (WHERE r.status IN ('REFUND_CREATED', 'REFUND_PROCESSING')), 0)::bigint AS owed,
+                                    coalesce(sum(r.amount_cents) FILTER (WHERE r.status = 'REFUND_SUCCESS'), 0)::bigint AS paid
+                               FROM refund_order r WHERE r.user_id = p.user_id AND r.payment_id = p.id) s
+                           CROSS JOIN LATERAL (${LEDGER_OF_PAYMENT}) l
+                          WHERE -l.shopper <> s.captured - s.paid OR l.revenue <> s.captured - s.owed - s.paid OR l.payable <> s.owed`,
+      },
+      {
+        message: "a transfer in another currency than its payment's",
+        query: () => sql`SELECT t.fact_key, t.currency, p.currency AS payment_currency FROM ledger_transfer t
+                           JOIN payment_order p ON p.user_id = t.user_id AND p.id = t.payment_id
+                          WHERE t.currency <> p.currency`,
+      },
+    ],
+  },
+  {
+    name: "ledger-agrees-with-provider",
+    description:
+      "What MockPay holds of each payment (paid, less refunds it made) is what the ledger says the shopper has paid, once both have settled.",
+    checks: [
+      {
+        message: "the provider holds another amount than the ledger says the shopper paid",
+        query: (
+          o,
+        ) => sql`SELECT p.out_trade_no, p.order_id, t.status AS provider, h.at_provider, -l.shopper AS in_ledger
+                            FROM payment_order p
+                            JOIN provider_trade t ON t.out_trade_no = p.out_trade_no
+                            CROSS JOIN LATERAL (
+                              SELECT ((CASE WHEN t.status = 'PAID' THEN t.amount_cents ELSE 0 END)
+                                      - coalesce((SELECT sum(pr.amount_cents) FROM provider_refund pr
+                                                   WHERE pr.trade_id = t.id AND pr.status = 'SUCCEEDED'), 0))::bigint AS at_provider) h
+                            CROSS JOIN LATERAL (${LEDGER_OF_PAYMENT}) l
+                           WHERE h.at_provider <> -l.shopper
+                             AND t.updated_at < now() - ${o.lagSeconds} * interval '1 second'
+                             AND p.updated_at < now() - ${o.lagSeconds} * interval '1 second'
+                             AND NOT EXISTS (SELECT 1 FROM provider_refund pr WHERE pr.trade_id = t.id
+                                               AND pr.updated_at > now() - ${o.lagSeconds} * interval '1 second')
+                             AND NOT EXISTS (SELECT 1 FROM refund_order r WHERE r.user_id = p.user_id AND r.payment_id = p.id
+                                               AND r.updated_at > now() - ${o.lagSeconds} * interval '1 second')`,
       },
     ],
   },
@@ -362,14 +464,7 @@ const INVARIANTS: Invariant[] = [
                             AND r.amount_cents <= p.amount_cents
                                   - (SELECT coalesce(sum(o.amount_cents), 0) FROM refund_order o
                                       WHERE o.user_id = r.user_id AND o.payment_id = r.payment_id AND o.status NOT IN ('REFUND_FAILED', 'REFUND_SUPERSEDED'))
-                            AND NOT EXISTS (SELECT 1 FROM refund_line l
-                                              JOIN order_item i ON i.user_id = l.user_id AND i.order_id = l.order_id AND i.sku_id = l.sku_id
-                                             WHERE l.user_id = r.user_id AND l.refund_id = r.id
-                                               AND l.quantity > i.quantity
-                                                     - (SELECT coalesce(sum(l2.quantity), 0) FROM refund_line l2
-                                                          JOIN refund_order o2 ON o2.user_id = l2.user_id AND o2.id = l2.refund_id
-                                                         WHERE l2.user_id = l.user_id AND l2.order_id = l.order_id AND l2.sku_id = l.sku_id
-                                                           AND o2.status NOT IN ('REFUND_FAILED', 'REFUND_SUPERSEDED')))`,
+                            AND NOT ${A_LINE_NO_LONGER_FITS}`,
       },
     ],
   },

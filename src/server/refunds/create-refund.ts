@@ -10,13 +10,14 @@ import {
 } from "~/server/db/schema";
 import { DomainError } from "~/server/errors";
 import { defineOperation, type OperationContext } from "~/server/idempotency";
+import { postRefundMove, refundableOf } from "~/server/ledger/ledger";
 import { normaliseLines } from "~/server/orders/create-order";
 import { isOrder, type OrderRef } from "~/server/orders/order-ref";
 import { getOwnedOrder } from "~/server/orders/queries";
 import { type OrderLine, orderIdParams } from "~/server/orders/schema";
 import { type CreateRefundInput, createRefundBody, createRefundInput, refundResource } from "./schema";
 import { type RefundDeps, submitRefund } from "./submit";
-import { supersedeFailedRefunds } from "./supersede";
+import { restateRejectedRefunds } from "./transitions";
 
 export interface RefundView {
   refundNo: string;
@@ -95,23 +96,12 @@ export async function recordRefund(
   const amountCents = lines
     ? await priceLines(tx, input, lines, input.amountCents)
     : (input.amountCents ?? 0);
-  const [refunded] = await tx
-    .select({ total: sql<string>`coalesce(sum(${refundOrder.amountCents}), 0)` })
-    .from(refundOrder)
-    .where(
-      and(
-        eq(refundOrder.userId, payment.userId),
-        eq(refundOrder.paymentId, payment.id),
-        notInArray(refundOrder.status, REFUNDS_THAT_RETURN_NOTHING),
-      ),
-    );
-  const already = Number(refunded?.total ?? 0);
-  if (already + amountCents > payment.amountCents) {
-    throw new DomainError(
-      "REFUND_EXCEEDS_PAID",
-      `at most ${payment.amountCents - already} cents can still be refunded`,
-      { meta: { paidCents: payment.amountCents, refundedCents: already } },
-    );
+  // What is left to refund is what the order keeps of the payment: the ledger's revenue balance.
+  const refundable = await refundableOf(tx, payment);
+  if (amountCents > refundable) {
+    throw new DomainError("REFUND_EXCEEDS_PAID", `at most ${refundable} cents can still be refunded`, {
+      meta: { paidCents: payment.amountCents, refundedCents: payment.amountCents - refundable },
+    });
   }
   const [created] = await tx
     .insert(refundOrder)
@@ -132,6 +122,7 @@ export async function recordRefund(
     if (!winner) throw new Error("refund vanished between conflict and read");
     return replayOf(tx, winner, input, lines);
   }
+  await postRefundMove(tx, { ...created, paymentId: payment.id }, "NEW", "REFUND_CREATED");
   if (lines) {
     await tx.insert(refundLine).values(
       lines.map((line) => ({
@@ -143,7 +134,7 @@ export async function recordRefund(
     );
   }
   // A rejected refund of this order that this one leaves no room for can never be retried: say so now.
-  await supersedeFailedRefunds(tx, payment, `refund ${input.refundNo} returned what it would have`);
+  await restateRejectedRefunds(tx, payment, `refund ${input.refundNo} returned what it would have`);
   return { refund: viewOf(created, lines), existed: false };
 }
 

@@ -1,10 +1,9 @@
-import { and, eq, sql } from "drizzle-orm";
+import { eq } from "drizzle-orm";
 import type { Db } from "~/server/db/client";
 import { type RefundStatus, refundOrder } from "~/server/db/schema";
 import { DomainError } from "~/server/errors";
-import { lockPaidPayment } from "./create-refund";
 import { type RefundDeps, submitRefund } from "./submit";
-import { supersedeFailedRefunds } from "./supersede";
+import { lockPayment, moveRefund, restateRejectedRefunds } from "./transitions";
 
 /**
  * An operator's Retry of a refund the provider rejected: the same refund number goes
@@ -24,26 +23,18 @@ export async function retryFailedRefund(
       .from(refundOrder)
       .where(eq(refundOrder.providerRefundNo, providerRefundNo));
     if (!refund) throw new DomainError("ORDER_NOT_FOUND", `no refund ${providerRefundNo}`);
-    const payment = await lockPaidPayment(tx, refund);
-    if (!payment) throw new DomainError("ORDER_NOT_REFUNDABLE", "the order has no successful payment");
-    const superseded = await supersedeFailedRefunds(
+    // The refund's own payment: a late payment's refund is retried too, and its order may have none that succeeded.
+    const payment = { userId: refund.userId, id: refund.paymentId };
+    await lockPayment(tx, payment);
+    const { superseded } = await restateRejectedRefunds(
       tx,
       payment,
       "other refunds returned what it would have",
-      refund.id,
     );
-    if (superseded.length > 0) return false;
-    const [moved] = await tx
-      .update(refundOrder)
-      .set({ status: "REFUND_CREATED", failureReason: null, updatedAt: sql`now()` })
-      .where(
-        and(
-          eq(refundOrder.userId, refund.userId),
-          eq(refundOrder.id, refund.id),
-          eq(refundOrder.status, "REFUND_FAILED"),
-        ),
-      )
-      .returning({ status: refundOrder.status });
+    if (superseded.includes(refund.providerRefundNo)) return false;
+    const moved = await moveRefund(tx, refund, ["REFUND_FAILED"], "REFUND_CREATED", { failureReason: null });
+    // Sent again, it leaves less room: other rejected refunds it no longer leaves room for are superseded.
+    if (moved) await restateRejectedRefunds(tx, payment, `refund ${refund.refundNo} was retried`);
     return moved !== undefined;
   });
   if (!reopened) {

@@ -1,9 +1,9 @@
-import { and, eq, sql } from "drizzle-orm";
+import { and, eq } from "drizzle-orm";
 import type { Db } from "~/server/db/client";
 import { paymentOrder, type RefundStatus, refundOrder } from "~/server/db/schema";
 import { type ProviderClientDeps, postToProvider } from "~/server/payments/provider-client";
 import { type RefundRequest, refundAnswerSchema } from "~/shared/provider-contract";
-import { supersedeFailedRefunds } from "./supersede";
+import { lockPayment, moveRefund, restateRejectedRefunds } from "./transitions";
 
 export type RefundDeps = ProviderClientDeps;
 
@@ -38,35 +38,33 @@ export async function submitRefund(
   };
   const answer = await postToProvider(deps, "/provider/api/refunds", request, refundAnswerSchema);
   const moved = await db.transaction(async (tx) => {
-    if (answer.status !== "ACCEPTED") {
-      // Under the payment's lock, as every refund decision: a rejection may be moot (below).
-      await tx
-        .select({ id: paymentOrder.id })
-        .from(paymentOrder)
-        .where(and(eq(paymentOrder.userId, row.refund.userId), eq(paymentOrder.id, row.refund.paymentId)))
-        .for("update");
+    const refund = { userId: row.refund.userId, id: row.refund.id };
+    if (answer.status === "ACCEPTED") {
+      const accepted = await moveRefund(tx, refund, ["REFUND_CREATED"], "REFUND_PROCESSING", {
+        providerAttempt: answer.attempt ?? 1,
+      });
+      return accepted && { status: "REFUND_PROCESSING" as const };
     }
-    const [updated] = await tx
-      .update(refundOrder)
-      .set(
-        answer.status === "ACCEPTED"
-          ? { status: "REFUND_PROCESSING", updatedAt: sql`now()` }
-          : { status: "REFUND_FAILED", failureReason: answer.reason ?? "rejected", updatedAt: sql`now()` },
-      )
-      .where(
-        and(eq(refundOrder.providerRefundNo, providerRefundNo), eq(refundOrder.status, "REFUND_CREATED")),
-      )
-      .returning({ status: refundOrder.status });
-    if (updated?.status !== "REFUND_FAILED") return updated;
+    // Under the payment's lock, as every refund decision: a rejection may be moot (below).
+    const payment = { userId: row.refund.userId, id: row.refund.paymentId };
+    await lockPayment(tx, payment);
+    const rejected = await moveRefund(tx, refund, ["REFUND_CREATED"], "REFUND_FAILED", {
+      failureReason: answer.reason ?? "rejected",
+    });
+    if (!rejected) return undefined;
     // Rejected because other refunds already returned what it would have (the provider never refunds
     // more than was paid): nobody should wait on it, so it is superseded at once rather than alerting.
-    const superseded = await supersedeFailedRefunds(
+    // And the room it leaves may fit a refund it superseded when it was recorded: that one awaits a person again.
+    const { superseded } = await restateRejectedRefunds(
       tx,
-      { userId: row.refund.userId, id: row.refund.paymentId },
+      payment,
       "other refunds returned what it would have",
-      row.refund.id,
     );
-    return superseded.length > 0 ? { status: "REFUND_SUPERSEDED" as const } : updated;
+    return {
+      status: superseded.includes(providerRefundNo)
+        ? ("REFUND_SUPERSEDED" as const)
+        : ("REFUND_FAILED" as const),
+    };
   });
   if (moved) return moved.status;
   const [current] = await db

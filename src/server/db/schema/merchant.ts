@@ -75,6 +75,12 @@ export const orders = pgTable(
     id: uuid().notNull().defaultRandom(),
     userId: shopper(),
     requestId: text().notNull(),
+    /**
+     * sha256 of the request that placed the order (its canonical lines and coupon; fingerprint.ts): the business
+     * key outlives the idempotency record, and a request id used again after the record expired must still be
+     * the same request to be answered with this order.
+     */
+    requestFingerprint: text().notNull(),
     /** What the shopper pays: the lines' total less the coupon's discount. */
     amountCents: bigint({ mode: "number" }).notNull(),
     /** Taken off the lines' total by the coupon the order redeemed (0: none). */
@@ -413,6 +419,13 @@ export const refundOrder = pgTable(
     amountCents: bigint({ mode: "number" }).notNull(),
     currency: text().notNull(),
     status: text({ enum: REFUND_STATUSES }).notNull().default("REFUND_CREATED"),
+    /** How many times it was sent: 1, then one more per Retry (REFUND_FAILED → REFUND_CREATED). Part of its ledger keys. */
+    attempt: integer().notNull().default(1),
+    /**
+     * The provider's attempt number for the send it accepted last (a failed refund sent again is a new attempt
+     * there): a `refund.failed` about an earlier attempt is stale and changes nothing.
+     */
+    providerAttempt: integer(),
     reason: text().notNull().default(""),
     failureReason: text(),
     createdAt: createdAt(),
@@ -505,5 +518,54 @@ export const benefitReversal = pgTable(
     // A coupon is revoked once.
     uniqueIndex("benefit_reversal_coupon_uq").on(t.userId, t.orderId).where(sql`benefit_type = 'COUPON'`),
     index("benefit_reversal_order_idx").on(t.userId, t.orderId, t.benefitType),
+  ],
+);
+
+// ---------------------------------------------------------------------------
+// The money ledger (src/server/ledger): double entry, one transfer per movement of money
+
+/**
+ * Where a payment's money is, as seen by the merchant. Every transfer takes an amount out of one account and
+ * puts it into another (a debit and a credit of the same amount), so the three always add up to zero:
+ * - shopper: what the shopper has paid for this payment and not had back, negated (−45.00 while the merchant holds it);
+ * - revenue: what the order keeps of it (captured less refunds that took money back or may still do so);
+ * - refunds_payable: refunds owed to the shopper and sent, not yet confirmed by the provider.
+ */
+export const LEDGER_ACCOUNTS = ["shopper", "revenue", "refunds_payable"] as const;
+export type LedgerAccount = (typeof LEDGER_ACCOUNTS)[number];
+
+export const ledgerTransfer = pgTable(
+  "ledger_transfer",
+  {
+    id: identityPart(),
+    userId: shopper(),
+    orderId: uuid().notNull(),
+    paymentId: uuid().notNull(),
+    /** The refund that moved the money (none for a capture). */
+    refundId: uuid(),
+    /** The business fact, e.g. `capture:<transaction id>`, `refund:<provider refund no>:<attempt>:owed`: posted once. */
+    factKey: text().notNull(),
+    fromAccount: text({ enum: LEDGER_ACCOUNTS }).notNull(),
+    toAccount: text({ enum: LEDGER_ACCOUNTS }).notNull(),
+    amountCents: bigint({ mode: "number" }).notNull(),
+    currency: text().notNull(),
+    createdAt: createdAt(),
+  },
+  (t) => [
+    shopperKey("ledger_transfer_pkey", t),
+    toOrder("ledger_transfer_order_fk", t),
+    foreignKey({
+      name: "ledger_transfer_payment_fk",
+      columns: [t.userId, t.paymentId],
+      foreignColumns: [paymentOrder.userId, paymentOrder.id],
+    }),
+    toRefund("ledger_transfer_refund_fk", t),
+    uniqueIndex("ledger_transfer_fact_uq").on(t.userId, t.factKey),
+    index("ledger_transfer_payment_idx").on(t.userId, t.paymentId),
+    index("ledger_transfer_order_idx").on(t.userId, t.orderId),
+    check("ledger_transfer_amount_positive", sql`${t.amountCents} > 0`),
+    check("ledger_transfer_two_accounts", sql`${t.fromAccount} <> ${t.toAccount}`),
+    inList("ledger_transfer_from_valid", "from_account", LEDGER_ACCOUNTS),
+    inList("ledger_transfer_to_valid", "to_account", LEDGER_ACCOUNTS),
   ],
 );

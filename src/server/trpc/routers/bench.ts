@@ -12,8 +12,8 @@ export const benchRouter = router({
   placeOrderUnprotected: shopperProcedure
     .input(createOrderInput)
     .mutation(({ ctx, input }) =>
-      ctx.app.db.transaction((tx) =>
-        insertOrder(tx, ctx.userId, input.requestId, normaliseLines(input.items)),
+      ctx.app.db.transaction(
+        async (tx) => (await insertOrder(tx, ctx.userId, input.requestId, normaliseLines(input.items))).order,
       ),
     ),
 });

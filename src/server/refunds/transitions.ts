@@ -1,0 +1,130 @@
+import { type SQL, sql } from "drizzle-orm";
+import type { Tx } from "~/server/db/client";
+import type { RefundStatus } from "~/server/db/schema";
+import { type LedgerRefund, postRefundMove, refundableOf } from "~/server/ledger/ledger";
+
+export interface MovedRefund extends LedgerRefund {
+  refundNo: string;
+  /** The status it left. */
+  was: RefundStatus;
+}
+
+interface MoveOptions {
+  /** The rejection's reason (to REFUND_FAILED); `null` clears it (a Retry). Left as it is when absent. */
+  failureReason?: string | null;
+  /** The provider's attempt number of the send it accepted (to REFUND_PROCESSING). */
+  providerAttempt?: number;
+}
+
+/**
+ * Moves one refund from any of `from` to `to` by a conditional update, and posts the money that moves with
+ * it to the ledger in the same transaction (ledger.ts: where each status puts a refund's amount). Zero rows
+ * (undefined) means it was not in `from` any more: someone else moved it first. A move back to
+ * REFUND_CREATED (a Retry) is the refund's next attempt.
+ */
+export async function moveRefund(
+  tx: Tx,
+  refund: { userId: string; id: string },
+  from: readonly RefundStatus[],
+  to: RefundStatus,
+  options: MoveOptions = {},
+): Promise<MovedRefund | undefined> {
+  const reason: SQL =
+    options.failureReason === undefined ? sql`r.failure_reason` : sql`${options.failureReason}`;
+  const attempt: SQL =
+    options.providerAttempt === undefined ? sql`r.provider_attempt` : sql`${options.providerAttempt}`;
+  const [moved] = await tx.execute<{
+    id: string;
+    user_id: string;
+    order_id: string;
+    payment_id: string;
+    provider_refund_no: string;
+    refund_no: string;
+    attempt: number;
+    amount_cents: string;
+    currency: string;
+    was: RefundStatus;
+  }>(sql`
+    UPDATE refund_order r
+       SET status = ${to}, updated_at = clock_timestamp(), failure_reason = ${reason}, provider_attempt = ${attempt},
+           attempt = r.attempt + (CASE WHEN ${to} = 'REFUND_CREATED' THEN 1 ELSE 0 END)
+      FROM (SELECT id, status FROM refund_order
+             WHERE user_id = ${refund.userId} AND id = ${refund.id} AND status = ANY(${sql.param([...from])}::text[])
+             FOR UPDATE) was
+     WHERE r.user_id = ${refund.userId} AND r.id = was.id
+    RETURNING r.id, r.user_id, r.order_id, r.payment_id, r.provider_refund_no, r.refund_no, r.attempt,
+              r.amount_cents, r.currency, was.status AS was`);
+  if (!moved) return undefined;
+  const result: MovedRefund = {
+    id: moved.id,
+    userId: moved.user_id,
+    orderId: moved.order_id,
+    paymentId: moved.payment_id,
+    providerRefundNo: moved.provider_refund_no,
+    refundNo: moved.refund_no,
+    attempt: moved.attempt,
+    amountCents: Number(moved.amount_cents),
+    currency: moved.currency,
+    was: moved.was,
+  };
+  await postRefundMove(tx, result, result.was, to);
+  return result;
+}
+
+/**
+ * The refund `r` (in the query) names a line for more units than are left of it: ordered, less what refunds
+ * that took money back (or may still) named.
+ */
+export const A_LINE_NO_LONGER_FITS = sql`EXISTS (
+  SELECT 1 FROM refund_line l
+    JOIN order_item i ON i.user_id = l.user_id AND i.order_id = l.order_id AND i.sku_id = l.sku_id
+   WHERE l.user_id = r.user_id AND l.refund_id = r.id
+     AND l.quantity > i.quantity
+           - (SELECT coalesce(sum(l2.quantity), 0) FROM refund_line l2
+                JOIN refund_order o2 ON o2.user_id = l2.user_id AND o2.id = l2.refund_id
+               WHERE l2.user_id = l.user_id AND l2.order_id = l.order_id AND l2.sku_id = l.sku_id
+                 AND o2.status NOT IN ('REFUND_FAILED', 'REFUND_SUPERSEDED')))`;
+
+/**
+ * Restates the rejected refunds of a payment after any refund of it moved: a rejected refund that still fits
+ * beside what the payment keeps (the ledger's revenue balance, and for its lines what is left of them) is
+ * REFUND_FAILED, awaiting a person; one that no longer fits is REFUND_SUPERSEDED, awaited by nobody (a Retry
+ * would refund too much). Both ways: a refund that superseded others and then failed itself gives them back
+ * their place, and they alert again. The caller holds the payment's lock, as every refund decision does.
+ * Neither status moves money, so nothing is posted. Returns the provider numbers it superseded.
+ */
+export async function restateRejectedRefunds(
+  tx: Tx,
+  payment: { userId: string; id: string },
+  why: string,
+): Promise<{ superseded: string[]; failedAgain: string[] }> {
+  const refundable = await refundableOf(tx, payment);
+  const rows = await tx.execute<{ provider_refund_no: string; status: RefundStatus }>(sql`
+    WITH judged AS (
+      SELECT r.user_id, r.id, r.status,
+             CASE WHEN r.amount_cents > ${refundable}
+                    OR ${A_LINE_NO_LONGER_FITS}
+                  THEN 'REFUND_SUPERSEDED' ELSE 'REFUND_FAILED' END AS judged
+        FROM refund_order r
+       WHERE r.user_id = ${payment.userId} AND r.payment_id = ${payment.id}
+         AND r.status IN ('REFUND_FAILED', 'REFUND_SUPERSEDED'))
+    UPDATE refund_order r
+       SET status = j.judged, updated_at = clock_timestamp(),
+           failure_reason = CASE WHEN j.judged = 'REFUND_SUPERSEDED'
+                                 THEN coalesce(r.failure_reason, 'rejected') || '; superseded: ' || ${why}
+                                 ELSE regexp_replace(r.failure_reason, '; superseded: .*$', '') END
+      FROM judged j
+     WHERE r.user_id = j.user_id AND r.id = j.id AND r.status = j.status AND j.judged <> j.status
+    RETURNING r.provider_refund_no, r.status`);
+  return {
+    superseded: rows.filter((row) => row.status === "REFUND_SUPERSEDED").map((row) => row.provider_refund_no),
+    failedAgain: rows.filter((row) => row.status === "REFUND_FAILED").map((row) => row.provider_refund_no),
+  };
+}
+
+/** Locks a payment's row until the transaction ends: refund decisions about one payment take turns on it. */
+export async function lockPayment(tx: Tx, payment: { userId: string; id: string }) {
+  await tx.execute(
+    sql`SELECT id FROM payment_order WHERE user_id = ${payment.userId} AND id = ${payment.id} FOR UPDATE`,
+  );
+}
