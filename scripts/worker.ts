@@ -16,7 +16,14 @@ if (!env.DATABASE_URL) {
     `[worker] DATABASE_URL is unset: using the embedded PostgreSQL of \`npm start\` (port ${env.EMBEDDED_PG_PORT})`,
   );
 }
-const worker = await startEventWorker();
+// Stuck even with new job runners (its connections hung by a failover, say): exit, and whoever runs the
+// worker starts it afresh. EX_SOFTWARE, so a supervisor's log tells it from a clean stop.
+const worker = await startEventWorker({
+  onGiveUp: (reason) => {
+    getLogger().fatal({ reason }, "event worker stuck; exiting so that its supervisor restarts it");
+    setTimeout(() => process.exit(70), 100).unref();
+  },
+});
 if (!worker) process.exit(1);
 getLogger().info("event worker running");
 const stop = async () => {

@@ -87,6 +87,12 @@ const schema = z.object({
   /** How often each event worker proves it is alive; a worker silent for 5 beats is dead and its jobs are unlocked. */
   WORKER_HEARTBEAT_MS: z.coerce.number().int().min(50).default(2_000),
   /**
+   * Liveness by work done: a job runner with no job finished and no empty poll for this long (or one job
+   * running this long) is replaced; stuck again twice with nothing finished, the worker process exits for its
+   * supervisor to start it afresh.
+   */
+  WORKER_STALL_MS: z.coerce.number().int().min(200).default(30_000),
+  /**
    * Fault injection (npm run chaos), never in production: the probability that the event worker kills
    * itself (SIGKILL) right after a consumer committed its effect, before the queue hears about it.
    */

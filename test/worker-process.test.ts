@@ -5,6 +5,7 @@ import type { AppContext } from "~/server/app-context";
 import { reconcile } from "~/server/reconciliation/reconcile";
 import { testAppContext } from "./support/app-context";
 import { createTestDatabase, type TestDatabase } from "./support/database";
+import { startPgProxy } from "./support/pg-proxy";
 import { placePaidOrder } from "./support/scenarios";
 
 /** `npm run worker`, twice at once, as separate processes against one database. */
@@ -153,5 +154,54 @@ describe("separate worker processes", () => {
                WHERE e.aggregate_id = ${orderId}::text AND r.status = 'DONE') AS consumed`;
     expect(effects).toEqual({ deductions: 1, grants: 2, shipments: 1, consumed: 3 });
     expect((await reconcile(t.db)).ok).toBe(true);
+  });
+
+  it("a worker whose every connection hangs (a failover that leaves its sessions open) exits, and its restart fulfils the orders", {
+    timeout: 120_000,
+  }, async () => {
+    await stopAllWorkers();
+    const proxy = await startPgProxy(t.url);
+    const exits: (number | null)[] = [];
+    // The supervisor: a worker that exits is started again, as systemd or the chaos run's cluster would.
+    let supervising = true;
+    const supervise = (): ChildProcess => {
+      // Two connections in its pool: once both hang, nothing of the process reaches the database any more.
+      const child = startWorkerProcess({
+        DATABASE_URL: proxy.url,
+        DB_POOL_MAX: "2",
+        WORKER_HEARTBEAT_MS: "200",
+        WORKER_STALL_MS: "1500",
+      });
+      child.once("exit", (code) => {
+        exits.push(code);
+        if (supervising) supervise();
+      });
+      return child;
+    };
+    try {
+      supervise();
+      const shipped = async (ids: string[]) =>
+        (
+          await t.sql`SELECT count(*)::int AS n FROM orders WHERE id = ANY(${ids}::uuid[]) AND status = 'SHIPPED'`
+        )[0]?.n;
+      const first = await placePaidOrder(app, [{ skuId: "SKU-MUG", quantity: 1 }]);
+      await expect.poll(() => shipped([first.orderId]), { timeout: 30_000, interval: 200 }).toBe(1);
+      expect(proxy.freezeAll()).toBeGreaterThan(0);
+      const later = await Promise.all(
+        Array.from({ length: 4 }, () => placePaidOrder(app, [{ skuId: "SKU-MUG", quantity: 1 }])),
+      );
+      const ids = later.map((order) => order.orderId);
+      await expect.poll(() => shipped(ids), { timeout: 60_000, interval: 250 }).toBe(ids.length);
+      // New job runners could not help (its database pool hung too): it exited for the supervisor.
+      expect(exits).toContain(70);
+      const [effects] = await t.sql`
+        SELECT (SELECT count(*)::int FROM stock_deduct_record WHERE order_id = ANY(${ids}::uuid[])) AS deductions,
+               (SELECT count(*)::int FROM shipment WHERE order_id = ANY(${ids}::uuid[])) AS shipments`;
+      expect(effects).toEqual({ deductions: 4, shipments: 4 });
+    } finally {
+      supervising = false;
+      await stopAllWorkers();
+      await proxy.close();
+    }
   });
 });

@@ -1,7 +1,9 @@
 import pino from "pino";
+import { alertsFrom, opsFigures } from "~/server/admin/alerts";
 import { startWorker } from "~/server/fulfilment/worker";
 import type { TestDatabase } from "./support/database";
 import { describe, expect, test } from "./support/fixtures";
+import { startPgProxy } from "./support/pg-proxy";
 import { placePaidOrder } from "./support/scenarios";
 
 /**
@@ -99,6 +101,54 @@ describe("the event worker", () => {
       expect(effects).toEqual({ deductions: ids.length, shipments: ids.length });
     } finally {
       await worker.stop();
+    }
+  });
+
+  test("replaces a job runner whose connections hang (a failover that leaves its sessions open), and runs the jobs queued meanwhile", async ({
+    app,
+    database,
+  }) => {
+    // The queue's connections go through a proxy that can freeze them; the consumers' own pool does not.
+    const proxy = await startPgProxy(database.url);
+    const worker = await startWorker(database.db, {
+      connectionString: proxy.url,
+      concurrency: 2,
+      relayIntervalMs: 50,
+      pollIntervalMs: 200,
+      heartbeatMs: 200,
+      stallMs: 1_500,
+      log: pino({ level: process.env.WORKER_TEST_LOG ?? "silent" }),
+    });
+    try {
+      const first = await placePaidOrder(app, mug);
+      await expect.poll(() => shippedCount(database, [first.orderId]), { timeout: 20_000 }).toBe(1);
+      const hung = worker.currentRunner();
+      expect(proxy.freezeAll()).toBeGreaterThan(0);
+      const later = await Promise.all(Array.from({ length: 4 }, () => placePaidOrder(app, mug)));
+      const ids = later.map((order) => order.orderId);
+      await expect
+        .poll(() => shippedCount(database, ids), { timeout: 30_000, interval: 250 })
+        .toBe(ids.length);
+      expect(worker.currentRunner()).toBeDefined();
+      expect(worker.currentRunner()).not.toBe(hung);
+    } finally {
+      await worker.stop();
+      await proxy.close();
+    }
+  });
+
+  test("with no worker taking jobs, a job due for over a minute raises an alert (liveness seen from outside)", async ({
+    app,
+    database,
+  }) => {
+    const figures = async () => alertsFrom(await opsFigures(app.db)).map((alert) => alert.name);
+    expect(await figures()).not.toContain("worker_stalled");
+    await database.sql`SELECT graphile_worker.add_job('consume-event', '{}'::json, run_at := now() - interval '2 minutes',
+                                                     job_key := 'liveness-probe')`;
+    try {
+      expect(await figures()).toContain("worker_stalled");
+    } finally {
+      await database.sql`SELECT graphile_worker.remove_job('liveness-probe')`;
     }
   });
 });

@@ -108,7 +108,14 @@ export async function stopMerchantJobs(): Promise<void> {
  * `retry`: keep trying to start while the database is away (an app instance must not come up without
  * its worker for good); the worker script exits instead and is restarted by whoever runs it.
  */
-export async function startEventWorker({ retry = false }: { retry?: boolean } = {}) {
+export async function startEventWorker({
+  retry = false,
+  onGiveUp,
+}: {
+  retry?: boolean;
+  /** What to do when the worker stays stuck after new job runners (the worker script exits; see startWorker). */
+  onGiveUp?: (reason: string) => void;
+} = {}) {
   const env = getEnv();
   for (let attempt = 0; ; attempt++) {
     try {
@@ -120,6 +127,8 @@ export async function startEventWorker({ retry = false }: { retry?: boolean } = 
         log: getLogger(),
         observer: getAppContext().telemetry.observer,
         heartbeatMs: env.WORKER_HEARTBEAT_MS,
+        stallMs: env.WORKER_STALL_MS,
+        onGiveUp,
         hooks:
           env.FAULT_CONSUMER_CRASH_RATE > 0 ? crashAfterCommit(env.FAULT_CONSUMER_CRASH_RATE) : undefined,
       });

@@ -16,6 +16,12 @@ export interface PgProxy {
    * asked for (a DataRow out of step with the protocol), then passed on.
    */
   strayRowOn(text: string, count?: number): void;
+  /**
+   * Every connection open now goes silent for good, both ways, and is never closed: what a client sees of a
+   * server that froze or was cut off (a failover that left its sessions hanging). New connections work.
+   * Returns how many were frozen.
+   */
+  freezeAll(): number;
   /** How many connections were killed so far. */
   readonly killed: number;
   close(): Promise<void>;
@@ -65,9 +71,16 @@ export async function startPgProxy(databaseUrl: string): Promise<PgProxy> {
   let stray: { text: string; remaining: number } | undefined;
   let killed = 0;
   const sockets = new Set<net.Socket>();
+  /** Each open connection's switch: once frozen, nothing passes either way. */
+  const freezers = new Set<() => void>();
   const server = net.createServer((client) => {
     const upstream = connectTarget();
     sockets.add(client).add(upstream);
+    let frozen = false;
+    const freeze = () => {
+      frozen = true;
+    };
+    freezers.add(freeze);
     // Either side gone ends the other.
     const closeBoth = () => {
       client.destroy();
@@ -76,8 +89,12 @@ export async function startPgProxy(databaseUrl: string): Promise<PgProxy> {
       sockets.delete(upstream);
     };
     for (const socket of [client, upstream]) socket.on("close", closeBoth).on("error", closeBoth);
-    upstream.on("data", (data) => client.write(data));
+    client.on("close", () => freezers.delete(freeze));
+    upstream.on("data", (data) => {
+      if (!frozen) client.write(data);
+    });
     client.on("data", (data) => {
+      if (frozen) return;
       if (trigger && trigger.remaining > 0 && data.includes(trigger.text)) {
         trigger.remaining--;
         killed++;
@@ -109,6 +126,12 @@ export async function startPgProxy(databaseUrl: string): Promise<PgProxy> {
     },
     strayRowOn(text, count = 1) {
       stray = { text, remaining: count };
+    },
+    freezeAll() {
+      const count = freezers.size;
+      for (const freeze of freezers) freeze();
+      freezers.clear();
+      return count;
     },
     get killed() {
       return killed;

@@ -33,6 +33,11 @@ export interface ShopperRecord {
   cancelRace?: { answer: string; finalStatus?: string };
   /** The shopper cancelled an unpaid order, then pressed Confirm on its pay page anyway. */
   confirmedAfterClose?: { cancelAnswer: string };
+  /**
+   * A payment paid at MockPay whose success was held back while a late `payment.closed` reached the merchant;
+   * the shopper paid again (`second`), and the first payment's success arrived in between: it is refunded.
+   */
+  latePayment?: { first: string; second?: string };
   /** The shopper spent the coupon their paid order earned on two new orders at once, one per instance. */
   couponSpend?: { code: string; requestIds: string[]; answers: string[] };
   gaveUp?: string;
@@ -50,6 +55,8 @@ export interface ShopperContext {
 }
 
 const PAID = new Set(["PAID", "SHIPPED", "STOCK_SHORT", "REFUNDED"]);
+/** The product the run keeps scarce (scripts/chaos.ts): some paid orders cannot be filled. */
+const SCARCE_SKU = "SKU-GRINDER";
 /** Faults MockPay's admin page can inject on a paid trade, and how often each is drawn. */
 const PROVIDER_FAULTS = [
   undefined,
@@ -79,6 +86,9 @@ const FAULT_NAMES: Record<string, string> = {
  */
 export async function runShopper(ctx: ShopperContext, index: number): Promise<ShopperRecord> {
   const plan = Rng.forParticipant(ctx.seed, index);
+  // The stories added since (issue 24) draw from a stream of their own, so older seeds keep their plans.
+  const later = Rng.forParticipant(ctx.seed, index + 2_000_000);
+  const lateStory = later.chance(0.06);
   const client = new ChaosClient(
     ctx.cluster,
     Rng.forParticipant(ctx.seed, index + 1_000_000),
@@ -106,6 +116,9 @@ export async function runShopper(ctx: ShopperContext, index: number): Promise<Sh
     record.userId = client.userId;
     record.session = client.session;
     const items = pickCart(plan, ctx.skuIds);
+    // The late payment's story buys the scarce product, so it can also run short of stock after it.
+    if (lateStory && !items.some((item) => item.skuId === SCARCE_SKU))
+      items.push({ skuId: SCARCE_SKU, quantity: 1 });
     record.items = items;
 
     // Order: one, two or three clicks at once; sometimes the first answer is lost after the commit.
@@ -156,6 +169,13 @@ export async function runShopper(ctx: ShopperContext, index: number): Promise<Sh
       return record;
     }
     const tradePath = `/provider/api/admin/trades/${encodeURIComponent(payment.outTradeNo)}`;
+    if (lateStory) {
+      const story = await payLateThenAgain(client, orderId, payment, record, faults);
+      if (!story) return record;
+      record.paid = true;
+      record.lastStatus = await waitForStatus(client, orderId, (s) => PAID.has(s) || s === "CLOSED", faults);
+      return record;
+    }
     if (plan.chance(0.12)) {
       await providerAdmin(client, tradePath, "DROP_ON");
       faults.count("all notifications of a payment lost (merchant must ask MockPay)");
@@ -234,6 +254,31 @@ export async function runShopper(ctx: ShopperContext, index: number): Promise<Sh
       await providerAdmin(client, tradePath, "REJECT_REFUNDS", 1);
       faults.count("MockPay rejected a refund (an operator retries it)");
     }
+    if (later.chance(0.15)) {
+      // MockPay accepts the refund, then reports it failed: awaiting the operator's Retry, which gets it through.
+      await providerAdmin(client, tradePath, "FAIL_REFUNDS", 1);
+      faults.count("MockPay accepted a refund, then failed it (an operator retries it)");
+    } else if (later.chance(0.12)) {
+      // MockPay decides the refund without a word: the merchant's status query must find it.
+      await providerAdmin(client, tradePath, "SILENT_REFUNDS", 1);
+      faults.count("MockPay decided a refund without notifying (the merchant asks)");
+    }
+    if (!full && later.chance(0.25)) {
+      // This partial refund is rejected; the shopper asks for the whole amount, which supersedes it and is
+      // rejected too: the partial one awaits the operator again, and whichever Retry lands first wins.
+      await providerAdmin(client, tradePath, "REJECT_REFUNDS", 2);
+      await requestRefund(client, orderId, refund);
+      const whole = {
+        refundNo: later.key("refund-all"),
+        amountCents: record.amountCents,
+        statuses: [] as string[],
+        refusals: [] as string[],
+      };
+      record.refunds.push(whole);
+      await requestRefund(client, orderId, whole);
+      faults.count("a rejected refund superseded by a full one that was rejected too");
+      return record;
+    }
     const refundClicks = plan.pick([1, 2, 3]);
     if (refundClicks > 1) faults.count("refund requested several times at once");
     const refundAnswers = await Promise.all(
@@ -256,6 +301,73 @@ export async function runShopper(ctx: ShopperContext, index: number): Promise<Sh
     record.gaveUp = String(error);
   }
   return record;
+}
+
+/** One refund request, as the order page sends it. */
+async function requestRefund(
+  client: ChaosClient,
+  orderId: string,
+  refund: ShopperRecord["refunds"][number],
+): Promise<void> {
+  const answer = await client.mutate<{ status: string }>("refunds.create", {
+    orderId,
+    refundNo: refund.refundNo,
+    amountCents: refund.amountCents,
+  });
+  collect([answer], refund.statuses, refund.refusals, (v) => v.status);
+}
+
+/**
+ * Issue 24's first defect as a story: the shopper pays payment A at MockPay while its success is held back and a
+ * late `payment.closed` reaches the merchant first (A closed there); the shopper pays again with payment B; A's
+ * success then arrives (A is PAID_LATE, refunded in full); then B is confirmed. If the scarce product ran out
+ * meanwhile, the order is refunded automatically too: B's whole amount, beside A's.
+ */
+async function payLateThenAgain(
+  client: ChaosClient,
+  orderId: string,
+  first: { outTradeNo: string; payUrl: string },
+  record: ShopperRecord,
+  faults: Faults,
+): Promise<boolean> {
+  const tradePath = (outTradeNo: string) => `/provider/api/admin/trades/${encodeURIComponent(outTradeNo)}`;
+  record.latePayment = { first: first.outTradeNo };
+  await providerAdmin(client, tradePath(first.outTradeNo), "DROP_ON");
+  const confirmed = await client.httpAnswer(
+    `/provider/api/trades/${encodeURIComponent(first.outTradeNo)}/confirm`,
+    confirmForm(first.payUrl),
+    [303, 410],
+  );
+  if (confirmed.status === 410) return false;
+  // The success waits at MockPay; a close overtakes it.
+  await providerAdmin(client, tradePath(first.outTradeNo), "DELAY");
+  await providerAdmin(client, tradePath(first.outTradeNo), "DROP_OFF");
+  await providerAdmin(client, tradePath(first.outTradeNo), "CLOSED_AFTER_SUCCESS");
+  // Pay again: a new payment once the merchant has heard of the close (until then Pay answers the open one).
+  let second: { outTradeNo: string; payUrl: string } | undefined;
+  for (let attempt = 0; attempt < 40 && !second; attempt++) {
+    const answer = await client.mutate<{ outTradeNo: string; payUrl: string }>("payments.create", {
+      orderId,
+    });
+    if (answer.ok && answer.value.outTradeNo !== first.outTradeNo) second = answer.value;
+    else await sleep(250);
+  }
+  // The close never landed before the success was released: the first payment simply paid the order.
+  if (!second) {
+    faults.count("late payment story: the close did not overtake the success");
+    return true;
+  }
+  record.latePayment.second = second.outTradeNo;
+  if ((await openPayPage(client, second.payUrl, faults)) === "expired") return true;
+  // The first payment's success arrives now, while the second is open: money for a payment that is not the order's.
+  await providerAdmin(client, tradePath(first.outTradeNo), "RESEND");
+  const paid = await client.httpAnswer(
+    `/provider/api/trades/${encodeURIComponent(second.outTradeNo)}/confirm`,
+    confirmForm(second.payUrl),
+    [303, 410],
+  );
+  faults.count("late payment, then paid again (the late one refunded)");
+  return paid.status === 303;
 }
 
 /** Opens a payment, cancels the order, then presses Confirm on the closed order's pay page. */

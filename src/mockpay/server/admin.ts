@@ -103,11 +103,29 @@ export async function runAdminAction(
         .set({ nextAttemptAt: sql`now() + ${input.delayS} * interval '1 second'` })
         .where(and(eq(providerNotification.tradeId, trade.id), eq(providerNotification.status, "PENDING")));
       return [];
-    case "CLOSED_AFTER_SUCCESS":
+    case "CLOSED_AFTER_SUCCESS": {
       if (trade.status !== "PAID")
         throw new MockPayError("INVALID_REQUEST", "only a paid trade can be closed late");
+      // Sent now, and queued too (so redelivered until acknowledged, as the provider's other facts are).
       await queueNotification(db, trade, "payment.closed");
-      return [];
+      const [closed] = await db
+        .select()
+        .from(providerNotification)
+        .where(
+          and(eq(providerNotification.tradeId, trade.id), eq(providerNotification.factKey, "payment.closed")),
+        );
+      return closed
+        ? [
+            await sendNotification(
+              db,
+              closed,
+              trade,
+              { attemptNo: MANUAL, kind: "CLOSED_AFTER_SUCCESS" },
+              deps,
+            ),
+          ]
+        : [];
+    }
     case "FIRE_CONCURRENT": {
       const notification = needsNotification();
       return Promise.all(

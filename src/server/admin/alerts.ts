@@ -23,6 +23,8 @@ export interface OpsFigures {
   failedRefunds: number;
   /** Payments the provider took after their order stopped awaiting them, whose automatic refund has not succeeded. */
   lateUnrefunded: number;
+  /** Consumer jobs due for over a minute that no worker has taken (or has held that long): the event worker is down or stuck. */
+  jobsNotTaken: number;
   /** Refunds sent (or to be sent) whose outcome the provider has not told for longer than the threshold. */
   refundsInFlight: number;
   /** Orders whose money is not the price of what they keep (reconciliation's money-conserved, listed rows). */
@@ -55,6 +57,7 @@ export async function opsFigures(db: Db, report?: ReconciliationReport): Promise
     failed_refunds: number;
     late: number;
     in_flight: number;
+    not_taken: number;
   }>(sql`
     SELECT coalesce(extract(epoch FROM now() - (SELECT min(created_at) FROM outbox_event WHERE published_at IS NULL)), 0)::float8 AS outbox_lag,
            (SELECT count(*)::int FROM idempotency_record WHERE status = 'PROCESSING' AND locked_until < now()) AS stuck,
@@ -72,7 +75,10 @@ export async function opsFigures(db: Db, report?: ReconciliationReport): Promise
              AND NOT EXISTS (SELECT 1 FROM refund_order r WHERE r.user_id = p.user_id AND r.payment_id = p.id AND r.status = 'REFUND_SUCCESS'
                               AND r.amount_cents = p.amount_cents)) AS late,
            (SELECT count(*)::int FROM refund_order WHERE status IN ('REFUND_CREATED', 'REFUND_PROCESSING')
-             AND updated_at < now() - ${REFUND_IN_FLIGHT_ALERT_S} * interval '1 second') AS in_flight`);
+             AND updated_at < now() - ${REFUND_IN_FLIGHT_ALERT_S} * interval '1 second') AS in_flight,
+           (SELECT count(*)::int FROM graphile_worker._private_jobs
+             WHERE attempts < max_attempts AND run_at < now() - interval '60 seconds'
+               AND (locked_at IS NULL OR locked_at < now() - interval '60 seconds')) AS not_taken`);
   const reconciliation = report ?? (await reconcile(db));
   return {
     outboxLagSeconds: Number(row?.outbox_lag ?? 0),
@@ -85,6 +91,7 @@ export async function opsFigures(db: Db, report?: ReconciliationReport): Promise
     failedRefunds: row?.failed_refunds ?? 0,
     lateUnrefunded: row?.late ?? 0,
     refundsInFlight: row?.in_flight ?? 0,
+    jobsNotTaken: row?.not_taken ?? 0,
     unconservedOrders: rowsOf(reconciliation, "money-conserved"),
     ledgerDisagreements:
       rowsOf(reconciliation, "ledger-agrees") + rowsOf(reconciliation, "ledger-agrees-with-provider"),
@@ -113,6 +120,13 @@ export function alertsFrom(figures: OpsFigures, thresholds: AlertThresholds = DE
       name: "ledger_disagrees",
       title: "The money ledger disagrees",
       detail: `${figures.ledgerDisagreements} payment(s) whose ledger balances differ from their payments and refunds, or from MockPay's records`,
+    });
+  }
+  if (figures.jobsNotTaken > 0) {
+    alerts.push({
+      name: "worker_stalled",
+      title: "Events are not being consumed",
+      detail: `${figures.jobsNotTaken} consumer job(s) due for over a minute and not taken: the event worker is down or stuck (a stuck worker replaces its job runner, then exits for its supervisor)`,
     });
   }
   if (figures.refundsInFlight > 0) {

@@ -30,6 +30,10 @@ const GAUGES = {
     "checkout_late_payments_unrefunded",
     "Payments taken after their order stopped awaiting them, not yet refunded",
   ],
+  jobsNotTaken: [
+    "checkout_jobs_not_taken",
+    "Consumer jobs due for over a minute that no worker has taken: the event worker is down or stuck",
+  ],
   refundsInFlight: [
     "checkout_refunds_in_flight",
     "Refunds without an outcome from the provider past their time (they are being queried)",

@@ -25,7 +25,22 @@ export interface WorkerOptions {
   observer?: Observer;
   /** How often this process proves its workers alive, and looks for jobs of dead ones (default 2 s). */
   heartbeatMs?: number;
+  /**
+   * Liveness, judged by work done rather than by the process: a runner that shows no sign of life for this
+   * long (no job finished, no poll that found the queue empty), or that has run one job this long, is stuck
+   * and is replaced (default 30 s).
+   */
+  stallMs?: number;
+  /**
+   * Called when replacing the runner did not help (stuck again `MAX_REPLACEMENTS` times with no job finished
+   * in between: what it shares with the rest of the process is stuck too, e.g. connections hung by a failover).
+   * The worker script exits, so that its supervisor starts it afresh. Absent: the runner is replaced again.
+   */
+  onGiveUp?: (reason: string) => void;
 }
+
+/** Stuck runners replaced in a row, with no job finished in between, before the worker gives up (onGiveUp). */
+const MAX_REPLACEMENTS = 2;
 
 /** A worker silent for this many heartbeats is dead; its locked jobs go back to the queue. */
 const MISSED_BEATS = 5;
@@ -79,9 +94,27 @@ export async function startWorker(db: Db, options: WorkerOptions): Promise<Runni
   events.on("pool:release", ({ workerPool }) => poolIds.delete(workerPool.id));
   // The jobs this process is running now: a job locked by one of our pools but not running here lost its
   // outcome write, and would stay locked (graphile-worker frees stale locks after four hours).
-  const running = new Set<string>();
-  events.on("job:start", ({ job }) => running.add(String(job.id)));
+  // When each started (the liveness check below reads how long the oldest has run).
+  const running = new Map<string, number>();
+  events.on("job:start", ({ job }) => running.set(String(job.id), Date.now()));
   events.on("job:complete", ({ job }) => running.delete(String(job.id)));
+  // The pool of the runner taking jobs now: a runner replaced as stuck is no longer vouched for, so the jobs
+  // it holds go back to the queue even if it never lets go of them itself.
+  let currentPool: string | undefined;
+  events.on("pool:create", ({ workerPool }) => {
+    currentPool = workerPool.id;
+  });
+  // Signs of life: a job finished, or a poll that found nothing to do. Stuck runners replaced since a job
+  // last finished.
+  let lastSign = Date.now();
+  let replacements = 0;
+  events.on("worker:getJob:empty", () => {
+    lastSign = Date.now();
+  });
+  events.on("job:complete", () => {
+    lastSign = Date.now();
+    replacements = 0;
+  });
   // graphile-worker 0.17 shuts its own pool down when it cannot record a job's outcome after its retries
   // ("Could not completeJobs; queue is in an inconsistent state; aborting"), as a storm of dropped
   // connections can make it do. The process would go on, silent, with nothing taking jobs: so a runner
@@ -166,12 +199,33 @@ export async function startWorker(db: Db, options: WorkerOptions): Promise<Runni
     );
   };
   await startRunner();
+  /** Lets go of the runner now taking jobs (it stops in the background, if it ever does) and starts another. */
+  const replaceRunner = () => {
+    const stuck = runner;
+    runner = undefined;
+    if (currentPool) poolIds.delete(currentPool);
+    running.clear();
+    lastSign = Date.now();
+    void stuck
+      ?.stop()
+      .catch((err: unknown) => options.log.debug({ err }, "stuck runner did not stop cleanly"));
+    restart();
+  };
   // A relay takes milliseconds; one stuck on a dead connection is given up on quickly.
-  const relay = every(options.relayIntervalMs, () => relayOutbox(db), {
-    name: "outbox relay",
-    log: options.log,
-    deadlineMs: 10_000,
-  });
+  // The loops that run on the process's own database pool, and when each last finished a run.
+  const finished = { "outbox relay": Date.now(), "worker heartbeat": Date.now() };
+  const relay = every(
+    options.relayIntervalMs,
+    async () => {
+      await relayOutbox(db);
+      finished["outbox relay"] = Date.now();
+    },
+    {
+      name: "outbox relay",
+      log: options.log,
+      deadlineMs: 10_000,
+    },
+  );
   const refunds = options.refunds;
   const submitter = refunds
     ? every(refunds.intervalMs, () => submitPendingRefunds(db, refunds), {
@@ -186,12 +240,54 @@ export async function startWorker(db: Db, options: WorkerOptions): Promise<Runni
       const deadAfterMs = heartbeatMs * MISSED_BEATS;
       const reclaimed = await beatAndReclaim(db, [...poolIds], deadAfterMs);
       if (reclaimed.length > 0) options.log.warn({ workers: reclaimed }, "unlocked the jobs of dead workers");
-      const orphans = await unlockOrphans(db, [...poolIds], [...running], deadAfterMs);
+      const orphans = await unlockOrphans(db, [...poolIds], [...running.keys()], deadAfterMs);
       if (orphans.length > 0) options.log.warn({ jobs: orphans }, "unlocked our jobs whose outcome was lost");
+      finished["worker heartbeat"] = Date.now();
     },
     // Well inside the time after which the others would take this worker for dead.
     { name: "worker heartbeat", log: options.log, deadlineMs: heartbeatMs * 2 },
   );
+  const stallMs = options.stallMs ?? 30_000;
+  let complainedAt = 0;
+  const liveness = setInterval(
+    () => {
+      if (stopped) return;
+      const now = Date.now();
+      // The process's own pool: a loop that has not finished a run for that long is stuck on it, and a new
+      // job runner would not help (its consumers use the same pool): only a fresh process will.
+      const [loop, doneAt] = Object.entries(finished).sort(([, a], [, b]) => a - b)[0] ?? ["", now];
+      if (now - doneAt > stallMs) {
+        // Said once per stall period while it lasts (a worker without onGiveUp goes on and may come back).
+        if (now - complainedAt < stallMs) return;
+        complainedAt = now;
+        const why = `the ${loop} has not finished a run for ${Math.round((now - doneAt) / 1000)} s`;
+        options.log.fatal({ why }, "the event worker is stuck on its database connections");
+        options.onGiveUp?.(why);
+        return;
+      }
+      const oldestJob = Math.min(now, ...running.values());
+      const why =
+        now - lastSign > stallMs
+          ? `no job finished and no poll answered for ${Math.round((now - lastSign) / 1000)} s`
+          : now - oldestJob > stallMs
+            ? `a job has run for ${Math.round((now - oldestJob) / 1000)} s`
+            : undefined;
+      if (!why) return;
+      if (replacements >= MAX_REPLACEMENTS && options.onGiveUp) {
+        options.log.fatal(
+          { why, replacements },
+          "the event worker is stuck, and new job runners did not help",
+        );
+        options.onGiveUp(why);
+        return;
+      }
+      replacements++;
+      options.log.error({ why, replacements }, "the event worker is stuck: replacing its job runner");
+      replaceRunner();
+    },
+    Math.min(1_000, Math.max(50, stallMs / 4)),
+  );
+  liveness.unref();
   let stopping: Promise<void> | undefined;
   return {
     currentRunner: () => runner,
@@ -199,6 +295,7 @@ export async function startWorker(db: Db, options: WorkerOptions): Promise<Runni
       stopping ??= (async () => {
         clearInterval(relay);
         clearInterval(heartbeat);
+        clearInterval(liveness);
         if (submitter) clearInterval(submitter);
         stopped = true;
         // Stops taking jobs and waits for the running ones; a second signal must not throw.
