@@ -20,6 +20,10 @@ test("pay, wait for fulfilment, refund, and the books still balance", async ({ p
     })
     .toBe("REFUNDED");
   await expect(page.getByTestId("order-status")).toHaveText("REFUNDED", { timeout: 20_000 });
+  // Where the money is, from the ledger, in words.
+  await expect(page.getByTestId("order-money")).toHaveText("Paid $25.00; all of it back with you.", {
+    timeout: 20_000,
+  });
 
   const sql = database();
   // The worker consumes RefundSucceeded: stock comes back and benefits are reversed, once.
@@ -36,6 +40,18 @@ test("pay, wait for fulfilment, refund, and the books still balance", async ({ p
     .toEqual({ returns: 1, reversals: 2 });
   const refunds = await sql`SELECT status, amount_cents FROM refund_order WHERE order_id = ${orderId}`;
   expect(refunds.map((r) => [r.status, Number(r.amount_cents)])).toEqual([["REFUND_SUCCESS", 2500]]);
+
+  // The operator's order page: the ledger's three transfers, and every balance back to zero.
+  await page.goto(`/admin/orders/${orderId}?token=${E2E_ADMIN_TOKEN}`);
+  await expect(page.getByTestId("ledger-transfer")).toHaveCount(3);
+  await expect(page.getByTestId("ledger-payment")).toContainText("$0.00");
+  const transfers =
+    await sql`SELECT from_account, to_account, amount_cents FROM ledger_transfer WHERE order_id = ${orderId} ORDER BY id`;
+  expect(transfers.map((t) => [t.from_account, t.to_account, Number(t.amount_cents)])).toEqual([
+    ["shopper", "revenue", 2500],
+    ["revenue", "refunds_payable", 2500],
+    ["refunds_payable", "shopper", 2500],
+  ]);
 
   await page.goto(`/admin?token=${E2E_ADMIN_TOKEN}`);
   await expect(page.getByTestId("reconciliation-status")).toContainText("No violation");

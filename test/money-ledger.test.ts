@@ -42,6 +42,12 @@ describe("the money ledger", () => {
     const caller = createCaller({ app, userId: paid.userId, requestId: randomUUID() });
     await caller.refunds.create({ orderId: paid.orderId, refundNo: randomUUID(), amountCents: 500 });
     await deliverAll(mockPay);
+    expect(await caller.orders.money({ orderId: paid.orderId })).toMatchObject({
+      paidCents: 2500,
+      backCents: 500,
+      keptCents: 2000,
+      refundableCents: 2000,
+    });
     await caller.refunds.create({ orderId: paid.orderId, refundNo: randomUUID(), amountCents: 2000 });
     await deliverAll(mockPay);
     await consumeOrderEvents(app.db, paid.orderId);
@@ -54,6 +60,20 @@ describe("the money ledger", () => {
     ]);
     const ledger = await orderLedger(app.db, paid);
     expect(ledger.payments.map((p) => p.balances)).toEqual([{ shopper: 0, revenue: 0, refunds_payable: 0 }]);
+    expect(await caller.orders.money({ orderId: paid.orderId })).toEqual({
+      currency: "USD",
+      paidCents: 2500,
+      backCents: 2500,
+      onItsWayCents: 0,
+      keptCents: 0,
+      refundableCents: 0,
+    });
+    // Another shopper's order has no money to show: it does not exist for them.
+    await expect(
+      createCaller({ app, userId: randomUUID(), requestId: randomUUID() }).orders.money({
+        orderId: paid.orderId,
+      }),
+    ).rejects.toMatchObject({ code: "NOT_FOUND" });
     expect(await threeWays(app.db)).toEqual([]);
   });
 

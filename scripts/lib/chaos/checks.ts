@@ -112,6 +112,27 @@ export async function checkInvariants(
       .filter((p) => !/^REFUND_SUCCESS:(\d+)\/\1$/.test(p.refunds))
       .map((p) => `${p.out_trade_no} (order ${p.order_status}): refunds ${p.refunds || "none"}`),
   );
+  // Issue 24's first defect: a late payment, then the order paid by another payment ran short of stock. Both
+  // payments go back in full: the late one by its own refund, the paying one by the automatic refund.
+  const lateThenShort = await sql<{ order_id: string; status: string; payments: string }[]>`
+    SELECT o.id AS order_id, o.status,
+           (SELECT string_agg(p.status || ' ' || p.amount_cents || ' back ' ||
+                              coalesce((SELECT sum(r.amount_cents) FROM refund_order r
+                                         WHERE r.user_id = p.user_id AND r.payment_id = p.id AND r.status = 'REFUND_SUCCESS'), 0), ', ')
+              FROM payment_order p WHERE p.user_id = o.user_id AND p.order_id = o.id
+               AND p.status IN ('SUCCESS', 'PAID_LATE')) AS payments
+      FROM orders o
+     WHERE EXISTS (SELECT 1 FROM payment_order p WHERE p.user_id = o.user_id AND p.order_id = o.id AND p.status = 'PAID_LATE')
+       AND EXISTS (SELECT 1 FROM refund_order r WHERE r.user_id = o.user_id AND r.order_id = o.id AND r.refund_no LIKE 'sys/auto/%')`;
+  invariants.check(
+    "a late payment, then the order paid again ran short of stock: both payments went back in full",
+    lateThenShort.length,
+    lateThenShort
+      .filter(
+        (o) => o.status !== "REFUNDED" || !o.payments.split(", ").every((p) => /^\S+ (\d+) back \1$/.test(p)),
+      )
+      .map((o) => `order ${o.order_id} is ${o.status}: ${o.payments}`),
+  );
   const orders = await sql<
     {
       user_id: string;

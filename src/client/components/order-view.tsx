@@ -7,7 +7,7 @@ import { StoryPicture } from "~/client/components/story-picture";
 import { useCancelOrder } from "~/client/hooks/use-cancel-order";
 import { usePayOrder } from "~/client/hooks/use-pay-order";
 import { useRefundOrder } from "~/client/hooks/use-refund-order";
-import { formatMoney } from "~/client/money";
+import { formatMoney, moneyInWords } from "~/client/money";
 import { errorData, errorMessage } from "~/client/retry";
 import { useTRPC } from "~/client/trpc";
 
@@ -60,6 +60,10 @@ export function OrderView({ orderId }: { orderId: string }) {
             </span>
           )}
         </dd>
+        <dt>Your money</dt>
+        <dd>
+          <MoneyLine orderId={data.orderId} live={refetchEvery(data.status) !== false} />
+        </dd>
         <dt>Placed</dt>
         <dd>{data.createdAt.toLocaleString()}</dd>
         <dt>Request id</dt>
@@ -93,7 +97,6 @@ export function OrderView({ orderId }: { orderId: string }) {
       <PaymentTimeline orderId={data.orderId} live={data.status === "PENDING_PAYMENT"} />
       <Refunds
         orderId={data.orderId}
-        amountCents={data.amountCents}
         currency={data.currency}
         items={data.items}
         refundable={["PAID", "SHIPPED", "STOCK_SHORT"].includes(data.status)}
@@ -228,9 +231,18 @@ function CheckStatusButton({ orderId }: { orderId: string }) {
   );
 }
 
+/** Where the shopper's money is, from the merchant's ledger, in words. */
+function MoneyLine({ orderId, live }: { orderId: string; live: boolean }) {
+  const trpc = useTRPC();
+  const money = useQuery(
+    trpc.orders.money.queryOptions({ orderId }, { refetchInterval: live ? 1_000 : false }),
+  );
+  if (!money.data) return <span className="muted">…</span>;
+  return <span data-testid="order-money">{moneyInWords(money.data)}</span>;
+}
+
 function Refunds(props: {
   orderId: string;
-  amountCents: number;
   currency: string;
   refundable: boolean;
   items: { skuId: string; name: string; quantity: number }[];
@@ -248,10 +260,9 @@ function Refunds(props: {
     ),
   );
   const { refund, isPending, error } = useRefundOrder(props.orderId);
-  const refunded = (refunds.data ?? [])
-    .filter((r) => r.status !== "REFUND_FAILED" && r.status !== "REFUND_SUPERSEDED")
-    .reduce((sum, r) => sum + r.amountCents, 0);
-  const remaining = props.amountCents - refunded;
+  // What can still be asked back is the ledger's (what the order keeps of its payment), not a sum made here.
+  const money = useQuery(trpc.orders.money.queryOptions({ orderId: props.orderId }));
+  const remaining = money.data?.refundableCents ?? 0;
   const [amount, setAmount] = useState("");
   const cents = amount === "" ? remaining : Math.round(Number(amount) * 100);
   return (

@@ -178,3 +178,35 @@ export async function orderLedger(
       .filter((payment) => transfers.some((t) => t.paymentId === payment.paymentId)),
   };
 }
+
+/** Where an order's money is, summed over its payments (the shopper's order page says it in words). */
+export interface OrderMoney {
+  currency: string;
+  /** Everything the provider took for the order (late payments too). */
+  paidCents: number;
+  /** Back with the shopper: refunds the provider confirmed. */
+  backCents: number;
+  /** Refunds sent, not yet confirmed. */
+  onItsWayCents: number;
+  /** What the order keeps. */
+  keptCents: number;
+  /** What the shopper can still ask back: what the order keeps of its one successful payment. */
+  refundableCents: number;
+}
+
+export function moneyOf(ledger: OrderLedger, currency: string): OrderMoney {
+  const sum = (pick: (payment: OrderLedger["payments"][number]) => number) =>
+    ledger.payments.reduce((total, payment) => total + pick(payment), 0);
+  return {
+    currency,
+    paidCents: ledger.transfers
+      .filter((t) => t.fromAccount === "shopper")
+      .reduce((total, t) => total + t.amountCents, 0),
+    backCents: ledger.transfers
+      .filter((t) => t.toAccount === "shopper")
+      .reduce((total, t) => total + t.amountCents, 0),
+    onItsWayCents: sum((p) => p.balances.refunds_payable),
+    keptCents: sum((p) => p.balances.revenue),
+    refundableCents: sum((p) => (p.status === "SUCCESS" ? p.balances.revenue : 0)),
+  };
+}

@@ -2,6 +2,7 @@ import { asc, desc, eq } from "drizzle-orm";
 import type { Executor } from "~/server/db/client";
 import { orderItem, orders } from "~/server/db/schema";
 import { DomainError } from "~/server/errors";
+import { moneyOf, type OrderMoney, orderLedger } from "~/server/ledger/ledger";
 import { isOrder } from "./order-ref";
 
 const orderColumns = {
@@ -60,4 +61,10 @@ export async function getOrderForOperator(db: Executor, orderId: string) {
     .from(orders)
     .where(eq(orders.id, orderId));
   return order;
+}
+
+/** Where the shopper's money for this order is, from the ledger (ORDER_NOT_FOUND for another shopper's order). */
+export async function getOrderMoney(db: Executor, userId: string, orderId: string): Promise<OrderMoney> {
+  const order = await getOwnedOrder(db, userId, orderId);
+  return moneyOf(await orderLedger(db, { userId, orderId }), order.currency);
 }

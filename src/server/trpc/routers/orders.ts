@@ -1,5 +1,5 @@
 import { cancelOrderOperation } from "~/server/orders/cancel-order";
-import { getOrderById, listOrders } from "~/server/orders/queries";
+import { getOrderById, getOrderMoney, listOrders } from "~/server/orders/queries";
 import { orderIdInput } from "~/server/orders/schema";
 import { ownOrderStory } from "~/server/orders/story";
 import { router, shopperProcedure } from "~/server/trpc/init";
@@ -10,6 +10,9 @@ export const ordersRouter = router({
     .input(orderIdInput)
     .query(({ ctx, input }) => getOrderById(ctx.app.db, ctx.userId, input.orderId)),
   list: shopperProcedure.query(({ ctx }) => listOrders(ctx.app.db, ctx.userId)),
+  money: shopperProcedure
+    .input(orderIdInput)
+    .query(({ ctx, input }) => getOrderMoney(ctx.app.db, ctx.userId, input.orderId)),
   story: shopperProcedure
     .input(orderIdInput)
     .query(({ ctx, input }) => ownOrderStory(ctx.app.db, ctx.userId, input.orderId)),
