@@ -9,7 +9,12 @@ import {
   signSession,
   verifySession,
 } from "./server/session/session";
-import { ADMIN_UNAUTHORIZED_HTML, adminCookieHeader, isAdminRequest } from "./shared/admin-auth";
+import {
+  ADMIN_UNAUTHORIZED_HTML,
+  adminCookieHeader,
+  isAdminRequest,
+  isAdminToken,
+} from "./shared/admin-auth";
 import { clientAddressOf, isHttps } from "./shared/client-address";
 
 const ADMIN_PAGES = /^\/(admin|provider\/admin)(\/|$)/;
@@ -22,7 +27,7 @@ function guardAdmin(request: NextRequest): NextResponse | undefined {
   if (given !== null) {
     const clean = request.nextUrl.clone();
     clean.searchParams.delete("token");
-    if (given !== token)
+    if (!isAdminToken(given, token))
       return new NextResponse(ADMIN_UNAUTHORIZED_HTML, {
         status: 401,
         headers: { "content-type": "text/html" },

@@ -186,7 +186,11 @@ describe("random and malformed input", () => {
       fc.asyncProperty(fc.json(), async (body) => {
         const answer = await handlePaymentNotification(
           t.db,
-          { body, signature: signBody(app.payments.webhookSecret, body, nowS), deliveryId: null },
+          {
+            body,
+            signature: signBody("notification", app.payments.webhookSecret, body, nowS),
+            deliveryId: null,
+          },
           app.payments,
         );
         expect(answer.httpStatus).toBeLessThan(500);

@@ -162,6 +162,7 @@ describe("provider-facing routes against the production server", () => {
     expect(JSON.parse(body)).toMatchObject({ status: "NOT_FOUND", out_trade_no: "P_UNKNOWN" });
     expect(
       verifyBodySignature(
+        "statusAnswer",
         TEST_SERVER_WEBHOOK_SECRET,
         body,
         signed.headers.get("provider-signature"),

@@ -138,7 +138,7 @@ describe("observability", () => {
       t.db,
       {
         body,
-        signature: signBody(app.payments.webhookSecret, body, Math.floor(Date.now() / 1000)),
+        signature: signBody("notification", app.payments.webhookSecret, body, Math.floor(Date.now() / 1000)),
         deliveryId: "d",
       },
       app.payments,

@@ -58,6 +58,7 @@ function successBody(outTradeNo: string, amountCents: number, overrides: Partial
 function deliver(body: unknown, options: { secret?: string; timestampS?: number; raw?: string } = {}) {
   const raw = options.raw ?? JSON.stringify(body);
   const signature = signBody(
+    "notification",
     options.secret ?? TEST_WEBHOOK_SECRET,
     raw,
     options.timestampS ?? Math.floor(Date.now() / 1000),
@@ -158,7 +159,7 @@ describe("payment notifications (merchant side)", () => {
   it("keeps 1,000 forged notifications to one row per minute and reason, and raises no alert while real ones pass", async () => {
     const { payment } = await pendingPayment();
     const body = JSON.stringify(successBody(payment.outTradeNo, payment.amountCents));
-    const forged = signBody("whsec_a_forger_guessing", body, Math.floor(Date.now() / 1000));
+    const forged = signBody("notification", "whsec_a_forger_guessing", body, Math.floor(Date.now() / 1000));
     await t.sql`DELETE FROM refused_notification`;
     await Promise.all(
       Array.from({ length: 1_000 }, (_, i) =>

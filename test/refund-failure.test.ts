@@ -9,7 +9,7 @@ import { reconcile } from "~/server/reconciliation/reconcile";
 import { retryFailedRefund } from "~/server/refunds/retry-refund";
 import { submitPendingRefunds } from "~/server/refunds/submit";
 import { createCaller } from "~/server/trpc/root";
-import { refundAnswerSchema, SIGNATURE_HEADER, signBody } from "~/shared/provider-contract";
+import { REFUND_API, refundAnswerSchema, SIGNATURE_HEADER, signBody } from "~/shared/provider-contract";
 import type { TestDatabase } from "./support/database";
 import { describe, expect, test } from "./support/fixtures";
 import { deliverAll, payThroughProvider } from "./support/scenarios";
@@ -21,7 +21,12 @@ function rejectingProvider(app: AppContext): AppContext {
     const body = JSON.stringify({ refund_no: request.refund_no, status: "REJECTED", reason: "risk control" });
     return new Response(body, {
       headers: {
-        [SIGNATURE_HEADER]: signBody(app.payments.webhookSecret, body, Math.floor(Date.now() / 1000)),
+        [SIGNATURE_HEADER]: signBody(
+          "refundAnswer",
+          app.payments.webhookSecret,
+          body,
+          Math.floor(Date.now() / 1000),
+        ),
       },
     });
   };
@@ -199,7 +204,7 @@ async function racingSubmission(app: AppContext, database: TestDatabase, refundN
   if (!row) throw new Error(`no refund ${refundNo}`);
   const answer = await postToProvider(
     app.payments,
-    "/provider/api/refunds",
+    REFUND_API,
     {
       app_id: app.payments.appId,
       out_trade_no: row.out_trade_no,

@@ -79,7 +79,7 @@ describe("a late close that overtook the success", () => {
       t.db,
       {
         body: close,
-        signature: signBody(app.payments.webhookSecret, close, Math.floor(Date.now() / 1000)),
+        signature: signBody("notification", app.payments.webhookSecret, close, Math.floor(Date.now() / 1000)),
         deliveryId: null,
       },
       app.payments,
@@ -301,7 +301,12 @@ describe("refunds", () => {
           t.db,
           {
             body,
-            signature: signBody(app.payments.webhookSecret, body, Math.floor(Date.now() / 1000)),
+            signature: signBody(
+              "notification",
+              app.payments.webhookSecret,
+              body,
+              Math.floor(Date.now() / 1000),
+            ),
             deliveryId: randomUUID(),
           },
           app.payments,
@@ -321,7 +326,7 @@ describe("refunds", () => {
       const text = JSON.stringify(body);
       return {
         body: text,
-        signature: signBody(app.payments.webhookSecret, text, Math.floor(Date.now() / 1000)),
+        signature: signBody("notification", app.payments.webhookSecret, text, Math.floor(Date.now() / 1000)),
         deliveryId: null,
       };
     };

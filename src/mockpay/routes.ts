@@ -8,6 +8,7 @@ import { getMockPayContext } from "./server/context";
 import { failure, redirect, signedJson } from "./server/http";
 import { answerStatusQuery } from "./server/query-api";
 import { processRefundRequest } from "./server/refunds";
+import { sameSiteReturnPath } from "./server/return-url";
 import { cancelTrade, confirmTrade } from "./server/trades";
 
 /**
@@ -110,7 +111,7 @@ export async function tradeActionRoute(
         ? await confirmTrade(mockPay.db, mockPay.appId, outTradeNo)
         : await cancelTrade(mockPay.db, mockPay.appId, outTradeNo);
     if (action === "confirm" && trade.status !== "PAID" && back) return redirect(back);
-    return redirect(trade.returnUrl.startsWith("/") ? trade.returnUrl : "/");
+    return redirect(sameSiteReturnPath(trade.returnUrl));
   } catch (error) {
     // A database that is away is a 503 the shopper may press the button again on.
     return failure(error, log(), "pay page action");

@@ -38,14 +38,35 @@ function hmac(secret: string, message: string): string {
   return createHmac("sha256", secret).update(message).digest("hex");
 }
 
-/** `t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<raw body>">` */
-export function signBody(secret: string, rawBody: string, timestampS: number): string {
-  return `t=${timestampS},v1=${hmac(secret, `${timestampS}.${rawBody}`)}`;
+/**
+ * Every kind of signed message, named by who sends it to whom and what it is. What is signed starts with
+ * the kind, so a message signed as one kind is refused as any other: a captured `refund.succeeded`
+ * notification, which also parses as a refund request, cannot be replayed as one.
+ */
+export const MESSAGE_KINDS = {
+  notification: "mockpay->merchant:notification",
+  refundRequest: "merchant->mockpay:refund-request",
+  refundAnswer: "mockpay->merchant:refund-answer",
+  closeRequest: "merchant->mockpay:close-request",
+  closeAnswer: "mockpay->merchant:close-answer",
+  statusQuery: "merchant->mockpay:status-query",
+  statusAnswer: "mockpay->merchant:status-answer",
+} as const;
+export type MessageKind = keyof typeof MESSAGE_KINDS;
+
+function signedText(kind: MessageKind, timestampS: number | string, rawBody: string): string {
+  return `${MESSAGE_KINDS[kind]}\n${timestampS}.${rawBody}`;
+}
+
+/** `t=<unix seconds>,v1=<hex HMAC-SHA256 of "<kind>\n<t>.<raw body>">` */
+export function signBody(kind: MessageKind, secret: string, rawBody: string, timestampS: number): string {
+  return `t=${timestampS},v1=${hmac(secret, signedText(kind, timestampS, rawBody))}`;
 }
 
 export type SignatureCheck = "OK" | "MALFORMED" | "BAD_SIGNATURE" | "STALE_TIMESTAMP";
 
 export function verifyBodySignature(
+  kind: MessageKind,
   secret: string,
   rawBody: string,
   header: string | null | undefined,
@@ -63,11 +84,12 @@ export function verifyBodySignature(
   const v1 = parts.get("v1");
   if (!t || !/^\d{1,12}$/.test(t) || !v1 || !/^[0-9a-f]{64}$/.test(v1)) return "MALFORMED";
   // Signature first: an attacker learns nothing about our clock from a forged request.
-  if (!constantTimeEqual(v1, hmac(secret, `${t}.${rawBody}`))) return "BAD_SIGNATURE";
+  if (!constantTimeEqual(v1, hmac(secret, signedText(kind, t, rawBody)))) return "BAD_SIGNATURE";
   return Math.abs(nowS - Number(t)) > toleranceS ? "STALE_TIMESTAMP" : "OK";
 }
 
-function constantTimeEqual(a: string, b: string): boolean {
+/** Compares two secrets (or their signatures) in constant time. */
+export function constantTimeEqual(a: string, b: string): boolean {
   const left = Buffer.from(a);
   const right = Buffer.from(b);
   return left.length === right.length && timingSafeEqual(left, right);
@@ -145,7 +167,7 @@ export function tradeQueryPath(appId: string, outTradeNo: string): string {
 
 /** A GET has no body: the signed text is the method and the path with its query. */
 export function signQuery(secret: string, pathWithQuery: string, timestampS: number): string {
-  return signBody(secret, `GET ${pathWithQuery}`, timestampS);
+  return signBody("statusQuery", secret, `GET ${pathWithQuery}`, timestampS);
 }
 
 export function verifyQuery(
@@ -155,7 +177,7 @@ export function verifyQuery(
   nowS: number,
   toleranceS: number,
 ): SignatureCheck {
-  return verifyBodySignature(secret, `GET ${pathWithQuery}`, header, nowS, toleranceS);
+  return verifyBodySignature("statusQuery", secret, `GET ${pathWithQuery}`, header, nowS, toleranceS);
 }
 
 /** A refund request: `POST /provider/api/refunds`, body signed like a notification; the answer is signed too. */
@@ -199,3 +221,17 @@ export const closeAnswerSchema = z.object({
   transaction_id: z.string().nullable(),
 });
 export type CloseAnswer = z.infer<typeof closeAnswerSchema>;
+
+/** A signed POST API of the provider: where it is, and the kinds its request and its answer are signed as. */
+export interface ProviderApi {
+  path: string;
+  request: MessageKind;
+  answer: MessageKind;
+}
+
+export const REFUND_API: ProviderApi = {
+  path: "/provider/api/refunds",
+  request: "refundRequest",
+  answer: "refundAnswer",
+};
+export const CLOSE_API: ProviderApi = { path: CLOSE_PATH, request: "closeRequest", answer: "closeAnswer" };

@@ -35,7 +35,7 @@ export async function placePaidOrder(app: AppContext, items: OrderLine[]) {
     app.db,
     {
       body,
-      signature: signBody(app.payments.webhookSecret, body, Math.floor(Date.now() / 1000)),
+      signature: signBody("notification", app.payments.webhookSecret, body, Math.floor(Date.now() / 1000)),
       deliveryId: randomUUID(),
     },
     app.payments,
@@ -113,7 +113,7 @@ export function notifyAsProvider(app: AppContext, body: NotificationBody) {
     app.db,
     {
       body: raw,
-      signature: signBody(app.payments.webhookSecret, raw, Math.floor(Date.now() / 1000)),
+      signature: signBody("notification", app.payments.webhookSecret, raw, Math.floor(Date.now() / 1000)),
       deliveryId: randomUUID(),
     },
     app.payments,

@@ -1,5 +1,6 @@
 import { getMockPayContext } from "~/mockpay/server/context";
 import { isMockPayError } from "~/mockpay/server/errors";
+import { sameSiteReturnPath } from "~/mockpay/server/return-url";
 import { openTrade, type ProviderTrade } from "~/mockpay/server/trades";
 import { payRequestSchema } from "~/shared/provider-contract";
 import { formatAmount, tradeStatusLabel } from "./format";
@@ -81,7 +82,7 @@ export default async function PayPage({
             </div>
           ) : (
             <p>
-              <a href={trade.returnUrl}>Back to the shop</a>
+              <a href={sameSiteReturnPath(trade.returnUrl)}>Back to the shop</a>
             </p>
           )}
         </>

@@ -1,5 +1,5 @@
 import { sql } from "drizzle-orm";
-import { type CloseAnswer, closeRequestSchema } from "~/shared/provider-contract";
+import { CLOSE_API, type CloseAnswer, closeRequestSchema } from "~/shared/provider-contract";
 import type { MockPayDb } from "./db";
 import { providerTrade } from "./schema";
 import { readSignedRequest, refused, type SignedAnswer, signedAnswer } from "./signed";
@@ -18,7 +18,7 @@ export async function processCloseRequest(
   secret: string,
   nowS = Math.floor(Date.now() / 1000),
 ): Promise<SignedAnswer> {
-  const read = readSignedRequest(raw, closeRequestSchema, secret, nowS);
+  const read = readSignedRequest(CLOSE_API.request, raw, closeRequestSchema, secret, nowS);
   if ("refused" in read) return read.refused;
   const { request } = read;
 
@@ -44,5 +44,5 @@ export async function processCloseRequest(
     status: trade.status === "PAID" ? "PAID" : "CLOSED",
     transaction_id: trade.transactionId,
   };
-  return signedAnswer(answer, secret, nowS);
+  return signedAnswer(CLOSE_API.answer, answer, secret, nowS);
 }

@@ -152,7 +152,12 @@ export async function sendNotification(
   if (options.fault === "WRONG_AMOUNT") body.amount_cents += 1;
   const raw = JSON.stringify(body);
   const nowS = Math.floor(Date.now() / 1000);
-  let signature = signBody(deps.webhookSecret, raw, options.fault === "STALE_TIMESTAMP" ? nowS - 3600 : nowS);
+  let signature = signBody(
+    "notification",
+    deps.webhookSecret,
+    raw,
+    options.fault === "STALE_TIMESTAMP" ? nowS - 3600 : nowS,
+  );
   if (options.fault === "TAMPERED_SIGNATURE")
     signature = signature.replace(/.$/, (c) => (c === "0" ? "1" : "0"));
 

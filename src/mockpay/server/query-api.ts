@@ -18,5 +18,5 @@ export async function answerStatusQuery(
     300,
   );
   if (check !== "OK") return refused(401, `signature: ${check}`);
-  return signedAnswer(await tradeStatus(db, request.appId, request.outTradeNo), secret, nowS);
+  return signedAnswer("statusAnswer", await tradeStatus(db, request.appId, request.outTradeNo), secret, nowS);
 }

@@ -1,5 +1,5 @@
 import { and, eq, sql } from "drizzle-orm";
-import { type RefundAnswer, refundRequestSchema } from "~/shared/provider-contract";
+import { REFUND_API, type RefundAnswer, refundRequestSchema } from "~/shared/provider-contract";
 import type { MockPayDb, MockPayExecutor } from "./db";
 import { providerRefund, providerTrade } from "./schema";
 import { readSignedRequest, type SignedAnswer, signedAnswer } from "./signed";
@@ -22,7 +22,7 @@ export async function processRefundRequest(
   secret: string,
   nowS = Math.floor(Date.now() / 1000),
 ): Promise<SignedAnswer> {
-  const read = readSignedRequest(raw, refundRequestSchema, secret, nowS);
+  const read = readSignedRequest(REFUND_API.request, raw, refundRequestSchema, secret, nowS);
   if ("refused" in read) return read.refused;
   const { request } = read;
 
@@ -94,7 +94,7 @@ export async function processRefundRequest(
     }
     return { refund_no: request.refund_no, status: "ACCEPTED", attempt };
   });
-  return signedAnswer(answer, secret, nowS);
+  return signedAnswer(REFUND_API.answer, answer, secret, nowS);
 }
 
 type RefundFault = "rejectRefunds" | "failRefunds" | "silentRefunds";

@@ -1,5 +1,5 @@
 import type { z } from "zod";
-import { signBody, verifyBodySignature } from "~/shared/provider-contract";
+import { type MessageKind, signBody, verifyBodySignature } from "~/shared/provider-contract";
 
 /** An answer of one of MockPay's signed APIs, as its route sends it. */
 export interface SignedAnswer {
@@ -20,12 +20,13 @@ const refusal = (status: number, message: string): SignedAnswer => ({
  * first (401), then JSON and the schema (400). Either the request or the refusal to send.
  */
 export function readSignedRequest<S extends z.ZodType>(
+  kind: MessageKind,
   raw: { body: string; signature: string | null },
   schema: S,
   secret: string,
   nowS: number,
 ): { request: z.output<S> } | { refused: SignedAnswer } {
-  const check = verifyBodySignature(secret, raw.body, raw.signature, nowS, 300);
+  const check = verifyBodySignature(kind, secret, raw.body, raw.signature, nowS, 300);
   if (check !== "OK") return { refused: refusal(401, `signature: ${check}`) };
   let json: unknown;
   try {
@@ -38,9 +39,9 @@ export function readSignedRequest<S extends z.ZodType>(
 }
 
 /** A 200 whose body MockPay signs, so the merchant can believe it. */
-export function signedAnswer(answer: unknown, secret: string, nowS: number): SignedAnswer {
+export function signedAnswer(kind: MessageKind, answer: unknown, secret: string, nowS: number): SignedAnswer {
   const body = JSON.stringify(answer);
-  return { status: 200, body, signature: signBody(secret, body, nowS) };
+  return { status: 200, body, signature: signBody(kind, secret, body, nowS) };
 }
 
 export function refused(status: number, message: string): SignedAnswer {

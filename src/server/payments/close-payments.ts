@@ -2,7 +2,7 @@ import { and, eq } from "drizzle-orm";
 import type { Db } from "~/server/db/client";
 import { paymentOrder } from "~/server/db/schema";
 import { isOrder, type OrderRef } from "~/server/orders/order-ref";
-import { CLOSE_PATH, type CloseRequest, closeAnswerSchema } from "~/shared/provider-contract";
+import { CLOSE_API, type CloseRequest, closeAnswerSchema } from "~/shared/provider-contract";
 import { type ProviderClientDeps, postToProvider } from "./provider-client";
 import { applyFactFromProvider } from "./status-query";
 
@@ -28,7 +28,7 @@ export async function closeOpenPayments(db: Db, order: OrderRef, deps: ProviderC
       amount_cents: payment.amountCents,
       currency: payment.currency,
     };
-    const answer = await postToProvider(deps, CLOSE_PATH, request, closeAnswerSchema);
+    const answer = await postToProvider(deps, CLOSE_API, request, closeAnswerSchema);
     await applyFactFromProvider(db, "close", {
       id: `close:${payment.outTradeNo}:${answer.status}`,
       type: answer.status === "PAID" ? "payment.succeeded" : "payment.closed",

@@ -49,7 +49,14 @@ export async function handlePaymentNotification(
   deps: NotifyDeps,
 ): Promise<NotifyAnswer> {
   const nowS = Math.floor((deps.now?.() ?? new Date()).getTime() / 1000);
-  const signature = verifyBodySignature(deps.webhookSecret, raw.body, raw.signature, nowS, deps.toleranceS);
+  const signature = verifyBodySignature(
+    "notification",
+    deps.webhookSecret,
+    raw.body,
+    raw.signature,
+    nowS,
+    deps.toleranceS,
+  );
   const parsed = parseBody(raw.body);
   const meta: ReceivedMeta = {
     deliveryId: raw.deliveryId?.slice(0, 100) ?? null,

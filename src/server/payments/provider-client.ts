@@ -1,6 +1,13 @@
 import type { z } from "zod";
 import { serviceUnavailable } from "~/server/errors";
-import { SIGNATURE_HEADER, signBody, signQuery, verifyBodySignature } from "~/shared/provider-contract";
+import {
+  type MessageKind,
+  type ProviderApi,
+  SIGNATURE_HEADER,
+  signBody,
+  signQuery,
+  verifyBodySignature,
+} from "~/shared/provider-contract";
 
 /** What the merchant needs to call its payment provider's signed APIs. */
 export interface ProviderClientDeps {
@@ -22,16 +29,16 @@ export interface ProviderClientDeps {
  */
 export function postToProvider<S extends z.ZodType>(
   deps: ProviderClientDeps,
-  path: string,
+  api: ProviderApi,
   request: unknown,
   schema: S,
 ): Promise<z.output<S>> {
   const body = JSON.stringify(request);
-  return callProvider(deps, path, schema, (nowS) => ({
+  return callProvider(deps, api.path, api.answer, schema, (nowS) => ({
     method: "POST",
     headers: {
       "content-type": "application/json",
-      [SIGNATURE_HEADER]: signBody(deps.webhookSecret, body, nowS),
+      [SIGNATURE_HEADER]: signBody(api.request, deps.webhookSecret, body, nowS),
     },
     body,
   }));
@@ -43,7 +50,7 @@ export function getFromProvider<S extends z.ZodType>(
   path: string,
   schema: S,
 ): Promise<z.output<S>> {
-  return callProvider(deps, path, schema, (nowS) => ({
+  return callProvider(deps, path, "statusAnswer", schema, (nowS) => ({
     headers: { [SIGNATURE_HEADER]: signQuery(deps.webhookSecret, path, nowS) },
   }));
 }
@@ -51,6 +58,7 @@ export function getFromProvider<S extends z.ZodType>(
 async function callProvider<S extends z.ZodType>(
   deps: ProviderClientDeps,
   path: string,
+  answerKind: MessageKind,
   schema: S,
   init: (nowS: number) => RequestInit,
 ): Promise<z.output<S>> {
@@ -72,6 +80,7 @@ async function callProvider<S extends z.ZodType>(
     );
   }
   const check = verifyBodySignature(
+    answerKind,
     deps.webhookSecret,
     text,
     response.headers.get(SIGNATURE_HEADER),

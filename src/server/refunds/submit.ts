@@ -2,7 +2,7 @@ import { and, eq } from "drizzle-orm";
 import type { Db } from "~/server/db/client";
 import { paymentOrder, type RefundStatus, refundOrder } from "~/server/db/schema";
 import { type ProviderClientDeps, postToProvider } from "~/server/payments/provider-client";
-import { type RefundRequest, refundAnswerSchema } from "~/shared/provider-contract";
+import { REFUND_API, type RefundRequest, refundAnswerSchema } from "~/shared/provider-contract";
 import { lockPayment, moveRefund, restateRejectedRefunds } from "./transitions";
 
 export type RefundDeps = ProviderClientDeps;
@@ -36,7 +36,7 @@ export async function submitRefund(
     amount_cents: row.refund.amountCents,
     currency: row.refund.currency,
   };
-  const answer = await postToProvider(deps, "/provider/api/refunds", request, refundAnswerSchema);
+  const answer = await postToProvider(deps, REFUND_API, request, refundAnswerSchema);
   const moved = await db.transaction(async (tx) => {
     const refund = { userId: row.refund.userId, id: row.refund.id };
     if (answer.status === "ACCEPTED") {

@@ -54,7 +54,7 @@ export async function callbackStorm(bench: Bench) {
                 method: "POST",
                 headers: {
                   "content-type": "application/json",
-                  "provider-signature": signBody(SECRET, body, Math.floor(Date.now() / 1000)),
+                  "provider-signature": signBody("notification", SECRET, body, Math.floor(Date.now() / 1000)),
                 },
                 body,
               });
