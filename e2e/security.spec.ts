@@ -48,7 +48,7 @@ test("a REST token is made only when asked, works, and is refused once revoked",
     });
   expect((await order(`e2e-token-${Date.now()}-a`)).status()).toBe(201);
 
-  await page.getByRole("button", { name: "Revoke all my API tokens" }).click();
+  await page.getByRole("button", { name: "Sign out everywhere else" }).click();
   await expect(page.getByRole("status").filter({ hasText: "revoked" })).toBeVisible();
   expect((await order(`e2e-token-${Date.now()}-b`)).status()).toBe(401);
 

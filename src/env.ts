@@ -92,6 +92,14 @@ const schema = z.object({
    * supervisor to start it afresh.
    */
   WORKER_STALL_MS: z.coerce.number().int().min(200).default(30_000),
+  /** A request's headers and body must arrive within this long, or its connection is closed (a stalled body). */
+  HTTP_REQUEST_TIMEOUT_MS: z.coerce.number().int().min(100).default(10_000),
+  /** The headers alone within this long. */
+  HTTP_HEADERS_TIMEOUT_MS: z.coerce.number().int().min(100).default(5_000),
+  /** Open connections one client address may hold (not applied behind TRUST_PROXY); past it, 429. */
+  HTTP_MAX_CONNECTIONS_PER_ADDRESS: z.coerce.number().int().min(1).default(256),
+  /** Open connections in all; past it, 503. */
+  HTTP_MAX_CONNECTIONS: z.coerce.number().int().min(1).default(4_096),
   /**
    * Fault injection (npm run chaos), never in production: the probability that the event worker kills
    * itself (SIGKILL) right after a consumer committed its effect, before the queue hears about it.

@@ -2,12 +2,13 @@ import { type NextRequest, NextResponse } from "next/server";
 import { getEnv } from "./env";
 import { getAppContext } from "./server/app-context";
 import { isDomainError } from "./server/errors";
+import { checkSession } from "./server/session/api-tokens";
 import {
   newGuestId,
   SESSION_COOKIE,
+  SESSION_ROTATE_AFTER_MS,
   sessionCookieHeader,
   signSession,
-  verifySession,
 } from "./server/session/session";
 import {
   ADMIN_UNAUTHORIZED_HTML,
@@ -48,7 +49,12 @@ export async function proxy(request: NextRequest) {
   const denied = guardAdmin(request);
   if (denied) return denied;
   const secret = getEnv().SESSION_SECRET;
-  if (verifySession(request.cookies.get(SESSION_COOKIE)?.value, secret)) return NextResponse.next();
+  // A revoked cookie (its shopper signed out everywhere else) is no session: its holder becomes a new guest.
+  const session = await checkSession(getAppContext().db, request.cookies.get(SESSION_COOKIE)?.value, secret);
+  if (session) {
+    if (Date.now() - session.issuedMs <= SESSION_ROTATE_AFTER_MS) return NextResponse.next();
+    return withSession(request, signSession(session.userId, secret));
+  }
   try {
     await getAppContext().gateway.admitClient({
       address: clientAddressOf(request.headers),
@@ -58,7 +64,11 @@ export async function proxy(request: NextRequest) {
     if (isDomainError(error, "RATE_LIMITED")) return NextResponse.next();
     throw error;
   }
-  const value = signSession(newGuestId(), secret);
+  return withSession(request, signSession(newGuestId(), secret));
+}
+
+/** The page goes on with this session (the request sees it as its cookie) and the browser keeps it. */
+function withSession(request: NextRequest, value: string): NextResponse {
   request.cookies.set(SESSION_COOKIE, value);
   const response = NextResponse.next({ request: { headers: request.headers } });
   response.headers.append("set-cookie", sessionCookieHeader(value, isHttps(request.headers)));

@@ -364,7 +364,7 @@ describe("payments, refunds and reads over REST", () => {
     expect(expiresAt.getTime()).toBeGreaterThan(Date.now() + (deps.app.apiTokenTtlS - 60) * 1000);
     expect((await order(token)).status).toBe(201);
     // Revoked at once, whoever holds them; concurrent revocations are one.
-    await Promise.all(Array.from({ length: 5 }, () => shopper.session.revokeApiTokens()));
+    await Promise.all(Array.from({ length: 5 }, () => shopper.session.revokeAll()));
     expect((await order(token)).status).toBe(401);
     await new Promise((resolve) => setTimeout(resolve, 5));
     const fresh = await shopper.session.issueApiToken();

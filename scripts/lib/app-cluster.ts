@@ -107,7 +107,8 @@ export class AppCluster {
       port: slot.port,
       capture: true,
       readyTimeoutMs: 90_000,
-      env: { ...this.processEnv(), WORKER_IN_APP: "false" },
+      // Every simulated shopper comes from this machine's address: the per-address cap would count them as one.
+      env: { HTTP_MAX_CONNECTIONS_PER_ADDRESS: "4096", ...this.processEnv(), WORKER_IN_APP: "false" },
     });
     const file = path.join(this.options.logDir, `app-${slot.name}.log`);
     const write = (chunk: Buffer) => appendFileSync(file, chunk);

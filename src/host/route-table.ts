@@ -3,6 +3,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
 import { sendProblem } from "./http-guard";
+import { bodyLimitOf, DRAIN_BODY_BYTES } from "./limits";
 
 /**
  * Serves the App Router's route handlers (`src/app/**\/route.ts`) straight from
@@ -38,13 +39,6 @@ export interface RouteEntry {
 
 /** Prefixes served directly: the proxy skips them, and nothing but route handlers lives there. */
 export const DIRECT_PREFIXES = ["/api/", "/provider/api/"];
-
-const MAX_BODY_BYTES = 1024 * 1024;
-/**
- * A body over the limit is still read (and dropped) up to this size, so the 413 arrives whole
- * and the keep-alive connection stays usable; past it the connection is closed after the 413.
- */
-const DRAIN_BODY_BYTES = 16 * MAX_BODY_BYTES;
 
 /** Every route.ts under `appDir`, as Next's file-system router names it. */
 export function findRouteFiles(appDir: string): { route: string; file: string }[] {
@@ -169,11 +163,12 @@ async function callHandler(
   res: ServerResponse,
   url: URL,
 ): Promise<void> {
-  const request = await toRequest(req, url);
+  const limit = bodyLimitOf(url.pathname);
+  const request = await toRequest(req, url, limit);
   if (request === "too-large" || request === "too-large-to-drain") {
     // Past what is worth draining, the rest is not read: the connection is closed after the answer.
     const close: Record<string, string> = request === "too-large-to-drain" ? { connection: "close" } : {};
-    sendProblem(res, 413, "PAYLOAD_TOO_LARGE", `The body is larger than ${MAX_BODY_BYTES} bytes.`, close);
+    sendProblem(res, 413, "PAYLOAD_TOO_LARGE", `The body is larger than ${limit} bytes.`, close);
     return;
   }
   const response = await handler(request, { params: Promise.resolve(params) });
@@ -197,6 +192,7 @@ async function callHandler(
 async function toRequest(
   req: IncomingMessage,
   url: URL,
+  limit: number,
 ): Promise<Request | "too-large" | "too-large-to-drain"> {
   const headers = new Headers();
   for (const [key, value] of Object.entries(req.headers)) {
@@ -208,27 +204,30 @@ async function toRequest(
   const full = new URL(`${url.pathname}${url.search}`, `http://${req.headers.host ?? "localhost"}`);
   const method = req.method ?? "GET";
   if (method === "GET" || method === "HEAD") return new Request(full, { method, headers });
-  if (Number(req.headers["content-length"] ?? 0) > DRAIN_BODY_BYTES) return "too-large-to-drain";
-  const body = await readBody(req);
+  // Declared over the limit: refused before a byte of it is read (Node drops the rest of a body it can
+  // still drain, so the keep-alive connection goes on; past that the connection is closed).
+  const declared = Number(req.headers["content-length"] ?? 0);
+  if (declared > limit) return declared > DRAIN_BODY_BYTES ? "too-large-to-drain" : "too-large";
+  const body = await readBody(req, limit);
   if (typeof body === "string") return body;
   return new Request(full, { method, headers, body });
 }
 
-/** The body, or why not: over the limit (drained to its end), or past what is worth draining (left paused). */
-function readBody(req: IncomingMessage): Promise<Buffer<ArrayBuffer> | "too-large" | "too-large-to-drain"> {
+/** The body, or "too-large-to-drain" for a chunked one that runs past the limit (left unread; the connection closes). */
+function readBody(req: IncomingMessage, limit: number): Promise<Buffer<ArrayBuffer> | "too-large-to-drain"> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
     const onData = (chunk: Buffer) => {
       size += chunk.length;
-      if (size > DRAIN_BODY_BYTES) {
+      if (size > limit) {
         req.off("data", onData);
         req.pause();
         resolve("too-large-to-drain");
-      } else if (size <= MAX_BODY_BYTES) chunks.push(chunk);
+      } else chunks.push(chunk);
     };
     req.on("data", onData);
-    req.once("end", () => resolve(size > MAX_BODY_BYTES ? "too-large" : Buffer.concat(chunks)));
+    req.once("end", () => resolve(Buffer.concat(chunks)));
     req.once("error", reject);
   });
 }

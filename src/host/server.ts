@@ -38,6 +38,7 @@ import { assertDriverPatched } from "~/shared/postgres-driver";
 import { compileTrust, stampClient } from "./client-address";
 import { refuseMalformed } from "./http-guard";
 import { stopBackgroundJobs } from "./jobs";
+import { capConnections, serverTimeouts, wasRefused } from "./limits";
 import { loadRouteHandlers } from "./route-table";
 
 assertDriverPatched();
@@ -69,7 +70,14 @@ const SECURITY_HEADERS: [string, string][] = [
       "font-src 'self'; connect-src 'self'; frame-ancestors 'none'; base-uri 'self'; form-action 'self'; object-src 'none'",
   ],
 ];
-const server = createServer((req, res) => {
+const connectionLimits = {
+  perAddress: env.HTTP_MAX_CONNECTIONS_PER_ADDRESS,
+  total: env.HTTP_MAX_CONNECTIONS,
+  requestTimeoutMs: env.HTTP_REQUEST_TIMEOUT_MS,
+  headersTimeoutMs: env.HTTP_HEADERS_TIMEOUT_MS,
+};
+const server = createServer(serverTimeouts(connectionLimits), (req, res) => {
+  if (wasRefused(req.socket)) return;
   if (refuseMalformed(req, res)) return;
   stampClient(req, trust);
   for (const [name, value] of SECURITY_HEADERS) res.setHeader(name, value);
@@ -80,6 +88,8 @@ const server = createServer((req, res) => {
 });
 // Longer than a typical load balancer's idle timeout, so it closes idle connections first.
 server.keepAliveTimeout = 65_000;
+// Behind a trusted proxy every connection comes from the proxy: the per-address cap is the proxy's job then.
+capConnections(server, connectionLimits, { perAddress: !env.TRUST_PROXY });
 server.listen(env.PORT, host, () => {
   log.info({ port: env.PORT, routes: routes.routes.length }, "serving");
 });

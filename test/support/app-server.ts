@@ -9,6 +9,8 @@ export const TEST_SERVER_SESSION_SECRET = "test-server-session-secret-0123456789
 
 export interface AppServer {
   baseUrl: string;
+  /** The server process (its memory can be read in /proc). */
+  pid: number;
   stop(): Promise<void>;
 }
 
@@ -35,7 +37,7 @@ export async function startAppServer(options: {
       ...options.env,
     },
   });
-  return { baseUrl: server.baseUrl, stop: () => server.stop(5_000) };
+  return { baseUrl: server.baseUrl, pid: server.child.pid ?? 0, stop: () => server.stop(5_000) };
 }
 
 /** A minimal tRPC-over-HTTP client for one shopper (one cookie), as a browser or curl would be. */

@@ -44,6 +44,8 @@ export async function startApp(
       SESSION_SECRET: BENCH_SESSION_SECRET,
       ADMIN_TOKEN: BENCH_ADMIN_TOKEN,
       DB_POOL_MAX: "20",
+      // The load comes from one address (this machine), as no real client's would: let it all in.
+      HTTP_MAX_CONNECTIONS_PER_ADDRESS: "4096",
       ...env,
     },
   });

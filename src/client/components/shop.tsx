@@ -171,14 +171,12 @@ function OrderList() {
 
 /**
  * The shopper's token for the REST API (docs/api.md, "REST API"): made only when asked for, shown
- * once, valid for a day; "Revoke" ends every token made so far.
+ * once, valid for a day; "Sign out everywhere else" ends every token and every copy of this session.
  */
 function ApiToken() {
   const trpc = useTRPC();
   const issue = useMutation(trpc.session.issueApiToken.mutationOptions());
-  const revoke = useMutation(
-    trpc.session.revokeApiTokens.mutationOptions({ onSuccess: () => issue.reset() }),
-  );
+  const revoke = useMutation(trpc.session.revokeAll.mutationOptions({ onSuccess: () => issue.reset() }));
   return (
     <details className="small">
       <summary>REST API token</summary>
@@ -193,9 +191,11 @@ function ApiToken() {
         </button>
       )}{" "}
       <button type="button" onClick={() => revoke.mutate()} disabled={revoke.isPending}>
-        Revoke all my API tokens
+        Sign out everywhere else
       </button>
-      {revoke.data && <span role="status"> Every token made so far is revoked.</span>}
+      {revoke.data && (
+        <span role="status"> Every API token and every other copy of this session is revoked.</span>
+      )}
       <p className="muted">
         Use it as <code>Authorization: Bearer …</code> with <code>/api/v1</code>; see{" "}
         <a href="/api/v1/openapi.json">the OpenAPI document</a>.

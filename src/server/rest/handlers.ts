@@ -3,6 +3,7 @@ import { getOrderById } from "~/server/orders/queries";
 import { orderIdParams } from "~/server/orders/schema";
 import { paymentsOfOrder } from "~/server/payments/queries";
 import { refundsOfOrder } from "~/server/refunds/queries";
+import { revokeCredentials } from "~/server/session/api-tokens";
 import { newGuestId, signApiToken } from "~/server/session/session";
 import { clientAddressOf } from "~/shared/client-address";
 import { authenticate, json, problem, type RestDeps, respond } from "./http";
@@ -53,5 +54,17 @@ export function postToken(deps: RestDeps, req: Request): Promise<Response> {
       return problem(403, "TOKENS_DISABLED", "Making tokens through the API is turned off.");
     await deps.app.gateway.admitClient({ address: clientAddressOf(req.headers), action: "identity" });
     return json(201, { token: signApiToken(newGuestId(), deps.app.sessionSecret) });
+  });
+}
+
+/**
+ * Signs the bearer's shopper out everywhere: every API token and session cookie issued so far is refused from
+ * now on, this one included (the shopper makes a new one with POST /api/v1/tokens, or signs in again).
+ */
+export function deleteTokens(deps: RestDeps, req: Request): Promise<Response> {
+  return respond(deps, async () => {
+    const userId = await authenticate(req, deps.app);
+    const revokedAt = await revokeCredentials(deps.app.db, userId);
+    return json(200, { revokedAt: revokedAt.toISOString() });
   });
 }

@@ -2,7 +2,13 @@ import { eq, sql } from "drizzle-orm";
 import { LRUCache } from "lru-cache";
 import type { Executor } from "~/server/db/client";
 import { apiTokenRevocation } from "~/server/db/schema";
-import { type ApiTokenClaims, signApiToken, verifyApiToken } from "./session";
+import {
+  type ApiTokenClaims,
+  type SessionClaims,
+  signApiToken,
+  verifyApiToken,
+  verifySession,
+} from "./session";
 
 /** A new bearer token for the shopper, shown once when they ask for it. */
 export function issueApiToken(userId: string, secret: string, ttlS: number) {
@@ -21,8 +27,12 @@ const revocations = new LRUCache<string, { revokedBeforeMs: number }>({
   ttl: REVOCATION_CACHE_MS,
 });
 
-/** Every token the shopper holds now is refused from here on; tokens issued later work. */
-export async function revokeApiTokens(db: Executor, userId: string): Promise<Date> {
+/**
+ * Every credential the shopper holds now, API tokens and session cookies alike, is refused from here on
+ * ("sign out everywhere"); those issued later work. Returns the moment, as the database's clock has it: a
+ * credential issued for the caller after it must be issued later than that.
+ */
+export async function revokeCredentials(db: Executor, userId: string): Promise<Date> {
   const [row] = await db
     .insert(apiTokenRevocation)
     .values({ userId, revokedBefore: sql`clock_timestamp()` })
@@ -30,6 +40,20 @@ export async function revokeApiTokens(db: Executor, userId: string): Promise<Dat
     .returning({ revokedBefore: apiTokenRevocation.revokedBefore });
   revocations.delete(userId);
   return row?.revokedBefore ?? new Date();
+}
+
+/** Whether a credential of this shopper issued at `issuedMs` was revoked since (cached for a second). */
+async function revoked(db: Executor, userId: string, issuedMs: number): Promise<boolean> {
+  let known = revocations.get(userId);
+  if (!known) {
+    const [revocation] = await db
+      .select({ revokedBefore: apiTokenRevocation.revokedBefore })
+      .from(apiTokenRevocation)
+      .where(eq(apiTokenRevocation.userId, userId));
+    known = { revokedBeforeMs: revocation?.revokedBefore.getTime() ?? 0 };
+    revocations.set(userId, known);
+  }
+  return issuedMs <= known.revokedBeforeMs && known.revokedBeforeMs > 0;
 }
 
 /** The token's claims if it is genuine, unexpired and not revoked; otherwise null. */
@@ -41,14 +65,16 @@ export async function checkApiToken(
 ): Promise<ApiTokenClaims | null> {
   const claims = verifyApiToken(token, secret, ttlS);
   if (!claims) return null;
-  let known = revocations.get(claims.userId);
-  if (!known) {
-    const [revocation] = await db
-      .select({ revokedBefore: apiTokenRevocation.revokedBefore })
-      .from(apiTokenRevocation)
-      .where(eq(apiTokenRevocation.userId, claims.userId));
-    known = { revokedBeforeMs: revocation?.revokedBefore.getTime() ?? 0 };
-    revocations.set(claims.userId, known);
-  }
-  return claims.issuedMs <= known.revokedBeforeMs ? null : claims;
+  return (await revoked(db, claims.userId, claims.issuedMs)) ? null : claims;
+}
+
+/** The session cookie's claims if it is genuine and not revoked; otherwise null (a new guest then). */
+export async function checkSession(
+  db: Executor,
+  value: string | undefined | null,
+  secret: string,
+): Promise<SessionClaims | null> {
+  const claims = verifySession(value, secret);
+  if (!claims) return null;
+  return (await revoked(db, claims.userId, claims.issuedMs)) ? null : claims;
 }

@@ -4,9 +4,12 @@ import { newGuestId, readCookie, signApiToken, signSession, verifyApiToken, veri
 const secret = "a-test-secret-of-some-length";
 
 describe("guest session cookie", () => {
-  it("round-trips a signed guest id", () => {
+  it("round-trips a signed guest id and its issue time, which cannot be moved", () => {
     const id = newGuestId();
-    expect(verifySession(signSession(id, secret), secret)).toBe(id);
+    const signed = signSession(id, secret, 1_700_000_000_000);
+    expect(verifySession(signed, secret)).toEqual({ userId: id, issuedMs: 1_700_000_000_000 });
+    // A copy made to look issued after a revocation is a forgery.
+    expect(verifySession(signed.replace(".1700000000000.", ".1800000000000."), secret)).toBeNull();
   });
 
   it("rejects forged, re-targeted and malformed values", () => {

@@ -13,21 +13,39 @@ function mac(userId: string, secret: string, purpose = "session"): string {
   return createHmac("sha256", secret).update(`${purpose}:${userId}`).digest("base64url");
 }
 
-/** Cookie value `<guest id>.<HMAC>`: the shopper cannot choose whose orders they see. */
-export function signSession(userId: string, secret: string): string {
-  return `${userId}.${mac(userId, secret)}`;
+/** A session has been used this long since it was issued: the next use gets it issued anew (rotation). */
+export const SESSION_ROTATE_AFTER_MS = 24 * 60 * 60 * 1000;
+
+/**
+ * Cookie value `<guest id>.<issued at, ms>.<HMAC>`: the shopper cannot choose whose orders they see, and a
+ * revocation (api_token_revocation, for tokens and cookies alike) ends every session issued before it.
+ */
+export function signSession(userId: string, secret: string, issuedMs = Date.now()): string {
+  return `${userId}.${issuedMs}.${mac(`${userId}.${issuedMs}`, secret)}`;
 }
 
-/** The guest id, or null for a missing, malformed or forged cookie. */
-export function verifySession(value: string | undefined | null, secret: string): string | null {
-  if (!value) return null;
-  const dot = value.indexOf(".");
-  if (dot <= 0) return null;
-  const userId = value.slice(0, dot);
-  if (!GUEST_ID.test(userId)) return null;
-  const given = Buffer.from(value.slice(dot + 1));
-  const expected = Buffer.from(mac(userId, secret));
-  return given.length === expected.length && timingSafeEqual(given, expected) ? userId : null;
+export interface SessionClaims {
+  userId: string;
+  /** 0 for a cookie made before sessions carried their issue time: any revocation ends it. */
+  issuedMs: number;
+}
+
+/** The guest id and issue time, or null for a missing, malformed or forged cookie. */
+export function verifySession(value: string | undefined | null, secret: string): SessionClaims | null {
+  if (!value || value.length > 200) return null;
+  const parts = value.split(".");
+  const [userId, second, third] = parts;
+  if (!userId || !second || !GUEST_ID.test(userId)) return null;
+  // `<guest id>.<HMAC>`, as cookies were made before: still good, issued "at 0".
+  if (parts.length === 2) return same(second, mac(userId, secret)) ? { userId, issuedMs: 0 } : null;
+  if (parts.length !== 3 || !third || !/^\d{1,15}$/.test(second)) return null;
+  return same(third, mac(`${userId}.${second}`, secret)) ? { userId, issuedMs: Number(second) } : null;
+}
+
+function same(given: string, expected: string): boolean {
+  const left = Buffer.from(given);
+  const right = Buffer.from(expected);
+  return left.length === right.length && timingSafeEqual(left, right);
 }
 
 export function sessionCookieHeader(value: string, secure: boolean): string {
@@ -72,9 +90,7 @@ export function verifyApiToken(
   const [userId, issued, given, ...rest] = token.slice(API_TOKEN_PREFIX.length).split(".");
   if (!userId || !issued || !given || rest.length > 0) return null;
   if (!GUEST_ID.test(userId) || !/^\d{1,15}$/.test(issued)) return null;
-  const expected = Buffer.from(mac(`${userId}.${issued}`, secret, "api-token"));
-  const provided = Buffer.from(given);
-  if (provided.length !== expected.length || !timingSafeEqual(provided, expected)) return null;
+  if (!same(given, mac(`${userId}.${issued}`, secret, "api-token"))) return null;
   const issuedMs = Number(issued);
   const expiresMs = issuedMs + ttlS * 1000;
   return expiresMs > nowMs ? { userId, issuedMs, expiresMs } : null;

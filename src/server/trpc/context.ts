@@ -2,13 +2,14 @@ import { randomUUID } from "node:crypto";
 import { TRPCError } from "@trpc/server";
 import type { AppContext } from "~/server/app-context";
 import { isDomainError } from "~/server/errors";
+import { checkSession } from "~/server/session/api-tokens";
 import {
   newGuestId,
   readCookie,
   SESSION_COOKIE,
+  SESSION_ROTATE_AFTER_MS,
   sessionCookieHeader,
   signSession,
-  verifySession,
 } from "~/server/session/session";
 import { clientAddressOf, isHttps } from "~/shared/client-address";
 import { TRPC_CODE_BY_DOMAIN_CODE } from "./codes";
@@ -23,6 +24,11 @@ export interface TrpcContext {
    * it. Absent for in-process callers (server-rendered pages, tests), which are no network client.
    */
   clientAddress?: string;
+  /**
+   * Gives this client a fresh session cookie for the same shopper, issued after `afterMs` (a revocation's
+   * moment, so the cookie outlives it). Absent for in-process callers, which have no cookie.
+   */
+  renewSession?: (afterMs: number) => void;
 }
 
 /**
@@ -36,7 +42,17 @@ export async function createTrpcContext(
   resHeaders: Headers,
 ): Promise<TrpcContext> {
   const clientAddress = clientAddressOf(req.headers);
-  let userId = verifySession(readCookie(req.headers.get("cookie"), SESSION_COOKIE), app.sessionSecret);
+  const session = await checkSession(
+    app.db,
+    readCookie(req.headers.get("cookie"), SESSION_COOKIE),
+    app.sessionSecret,
+  );
+  const issue = (userId: string, issuedMs = Date.now()) =>
+    resHeaders.append(
+      "set-cookie",
+      sessionCookieHeader(signSession(userId, app.sessionSecret, issuedMs), isHttps(req.headers)),
+    );
+  let userId = session?.userId;
   if (!userId) {
     try {
       await app.gateway.admitClient({ address: clientAddress, action: "identity" });
@@ -49,10 +65,17 @@ export async function createTrpcContext(
       });
     }
     userId = newGuestId();
-    resHeaders.append(
-      "set-cookie",
-      sessionCookieHeader(signSession(userId, app.sessionSecret), isHttps(req.headers)),
-    );
+    issue(userId);
+  } else if (session && Date.now() - session.issuedMs > SESSION_ROTATE_AFTER_MS) {
+    // Rotated on use once it is old: a copy taken long ago stops matching what the shopper holds.
+    issue(userId);
   }
-  return { app, userId, requestId: req.headers.get("x-request-id") ?? randomUUID(), clientAddress };
+  const shopper = userId;
+  return {
+    app,
+    userId: shopper,
+    requestId: req.headers.get("x-request-id") ?? randomUUID(),
+    clientAddress,
+    renewSession: (afterMs) => issue(shopper, Math.max(Date.now(), afterMs + 1)),
+  };
 }

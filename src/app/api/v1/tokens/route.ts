@@ -1,6 +1,10 @@
 import { restDeps } from "~/server/rest/deps";
-import { postToken } from "~/server/rest/handlers";
+import { deleteTokens, postToken } from "~/server/rest/handlers";
 
 export function POST(req: Request) {
   return postToken(restDeps(), req);
+}
+
+export function DELETE(req: Request) {
+  return deleteTokens(restDeps(), req);
 }
