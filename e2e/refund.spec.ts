@@ -26,7 +26,8 @@ test("pay, wait for fulfilment, refund, and the books still balance", async ({ p
   });
 
   const sql = database();
-  // The worker consumes RefundSucceeded: stock comes back and benefits are reversed, once.
+  // The worker consumes RefundSucceeded: benefits are reversed, once; the mugs shipped and stay with the shopper
+  // (money alone brings no goods back: a return does).
   await expect
     .poll(
       async () =>
@@ -37,7 +38,7 @@ test("pay, wait for fulfilment, refund, and the books still balance", async ({ p
         )[0],
       { timeout: 20_000 },
     )
-    .toEqual({ returns: 1, reversals: 2 });
+    .toEqual({ returns: 0, reversals: 2 });
   const refunds = await sql`SELECT status, amount_cents FROM refund_order WHERE order_id = ${orderId}`;
   expect(refunds.map((r) => [r.status, Number(r.amount_cents)])).toEqual([["REFUND_SUCCESS", 2500]]);
 
@@ -57,7 +58,7 @@ test("pay, wait for fulfilment, refund, and the books still balance", async ({ p
   await expect(page.getByTestId("reconciliation-status")).toContainText("No violation");
 });
 
-test("double-clicking 'Return one' gives one mug back: one refund for its price, one unit of stock, points cut", async ({
+test("double-clicking 'Return one' asks one return; once the operator has the mug back, its price is refunded, one unit of stock, points cut", async ({
   page,
   context,
 }) => {
@@ -69,6 +70,15 @@ test("double-clicking 'Return one' gives one mug back: one refund for its price,
   const sql = database();
 
   await page.getByRole("button", { name: "Return one Enamel mug" }).dblclick();
+  // Shipped already: a return, waiting for the mug to come back; nothing moves until then.
+  await expect(page.getByTestId("refund-status")).toHaveText("REFUND_AWAITING_GOODS", { timeout: 20_000 });
+  const waiting = await sql`SELECT count(*)::int AS n FROM refund_order WHERE order_id = ${orderId}`;
+  expect(waiting[0]?.n).toBe(1);
+  const orderPage = page.url();
+  await page.goto(`/admin?token=${E2E_ADMIN_TOKEN}`);
+  await page.getByTestId("awaiting-return").getByRole("button", { name: "Received" }).click();
+  await expect(page.getByRole("status").filter({ hasText: "received" })).toBeVisible();
+  await page.goto(orderPage);
   await expect(page.getByTestId("refund-status")).toHaveText("REFUND_SUCCESS", { timeout: 20_000 });
   await expect(page.getByTestId("refund")).toContainText("gives back 1 × SKU-MUG");
   // Half the order back: still SHIPPED, one mug returned to stock, points for the 12.50 kept.

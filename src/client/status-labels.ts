@@ -45,6 +45,11 @@ export const PAYMENT_STATUS_TEXT: Record<string, StatusText> = {
 };
 
 export const REFUND_STATUS_TEXT: Record<string, StatusText> = {
+  REFUND_AWAITING_GOODS: {
+    label: "Awaiting the goods",
+    next: "Send the items back: the money is refunded once they arrive.",
+    tone: "waiting",
+  },
   REFUND_CREATED: { label: "Requested", next: "Sent to MockPay in a moment.", tone: "waiting" },
   REFUND_PROCESSING: { label: "At MockPay", next: "MockPay is returning the money.", tone: "waiting" },
   REFUND_SUCCESS: { label: "Refunded", next: "The money is back.", tone: "done" },
@@ -56,6 +61,11 @@ export const REFUND_STATUS_TEXT: Record<string, StatusText> = {
   REFUND_SUPERSEDED: {
     label: "No longer needed",
     next: "Other refunds already returned what this one would have.",
+    tone: "neutral",
+  },
+  REFUND_CANCELLED: {
+    label: "Return cancelled",
+    next: "The goods never came back, so nothing was refunded.",
     tone: "neutral",
   },
 };

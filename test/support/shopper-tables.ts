@@ -15,6 +15,8 @@ export const SHOPPER_TABLES = [
   "message_consume_record",
   "idempotency_record",
   "ledger_transfer",
+  "return_receipt",
+  "shipment_line",
 ];
 
 /** Those that hang off an order (they have order_id). */

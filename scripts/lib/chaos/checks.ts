@@ -11,7 +11,7 @@ export async function outstanding(db: Db) {
   const [row] = await db.$client<Record<string, number>[]>`
     SELECT (SELECT count(*)::int FROM outbox_event WHERE published_at IS NULL) AS unpublished_events,
            (SELECT count(*)::int FROM graphile_worker._private_jobs) AS queued_jobs,
-           (SELECT count(*)::int FROM refund_order WHERE status IN ('REFUND_CREATED', 'REFUND_PROCESSING')) AS open_refunds,
+           (SELECT count(*)::int FROM refund_order WHERE status IN ('REFUND_AWAITING_GOODS', 'REFUND_CREATED', 'REFUND_PROCESSING')) AS open_refunds,
            (SELECT count(*)::int FROM refund_order WHERE status = 'REFUND_FAILED') AS refunds_awaiting_the_operator,
            (SELECT count(*)::int FROM orders WHERE status = 'PENDING_PAYMENT') AS orders_awaiting_payment_or_timeout,
            (SELECT count(*)::int FROM orders WHERE status IN ('PAID', 'STOCK_SHORT')) AS unfulfilled_orders,
@@ -172,7 +172,7 @@ export async function checkInvariants(
   for (const o of await sql<{ order_id: string; paid: number; refunded: number }[]>`
       SELECT p.order_id, p.amount_cents::int AS paid,
              coalesce((SELECT sum(r.amount_cents) FROM refund_order r
-                        WHERE r.user_id = p.user_id AND r.payment_id = p.id AND r.status NOT IN ('REFUND_FAILED', 'REFUND_SUPERSEDED')), 0)::int AS refunded
+                        WHERE r.user_id = p.user_id AND r.payment_id = p.id AND r.status NOT IN ('REFUND_FAILED', 'REFUND_SUPERSEDED', 'REFUND_CANCELLED')), 0)::int AS refunded
         FROM payment_order p WHERE p.status = 'SUCCESS'`) {
     refundedByOrder.set(o.order_id, o);
   }

@@ -234,6 +234,12 @@ export async function runShopper(ctx: ShopperContext, index: number): Promise<Sh
     if (record.lastStatus && ["PAID", "SHIPPED"].includes(record.lastStatus) && plan.chance(0.15)) {
       await spendCouponTwice(client, plan, record, faults);
     }
+    if (later.chance(0.12)) {
+      // A return: once the order has shipped, one unit of its first line goes back; it is refunded once the
+      // operator has the goods (the operator loop presses Received).
+      await returnOneItem(client, orderId, record, faults, later);
+      return record;
+    }
     if (!record.lastStatus || !["PAID", "SHIPPED"].includes(record.lastStatus) || !plan.chance(0.3)) {
       return record;
     }
@@ -301,6 +307,40 @@ export async function runShopper(ctx: ShopperContext, index: number): Promise<Sh
     record.gaveUp = String(error);
   }
   return record;
+}
+
+/** Waits for the order to ship, then returns one unit of its first line ("Return one …" on the order page). */
+async function returnOneItem(
+  client: ChaosClient,
+  orderId: string,
+  record: ShopperRecord,
+  faults: Faults,
+  later: Rng,
+) {
+  const status = await waitForStatus(client, orderId, (s) => s !== "PAID", faults);
+  const line = record.items[0];
+  if (status !== "SHIPPED" || !line) return;
+  const refund = {
+    refundNo: later.key("return"),
+    amountCents: 0,
+    statuses: [] as string[],
+    refusals: [] as string[],
+  };
+  record.refunds.push(refund);
+  const clicks = later.pick([1, 2]);
+  const answers = await Promise.all(
+    Array.from({ length: clicks }, () =>
+      client.mutate<{ status: string; amountCents: number }>("refunds.create", {
+        orderId,
+        refundNo: refund.refundNo,
+        lines: [{ skuId: line.skuId, quantity: 1 }],
+      }),
+    ),
+  );
+  // What a line is refunded at is the server's to say (what it was paid).
+  refund.amountCents = firstValue(answers)?.amountCents ?? 0;
+  collect(answers, refund.statuses, refund.refusals, (v) => v.status);
+  faults.count("a shipped item returned (refunded once the operator has it back)");
 }
 
 /** One refund request, as the order page sends it. */

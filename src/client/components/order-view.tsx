@@ -310,7 +310,7 @@ function Refunds(props: {
       )}
       {props.refundable && remaining > 0 && (
         <p className="refund-form">
-          Or give an item back (its stock returns, its share of the price comes back):{" "}
+          Or give an item back (what it was paid comes back; once shipped, when it reaches us):{" "}
           {props.items.map((item) => (
             <button
               key={item.skuId}

@@ -28,6 +28,7 @@ export async function operationsOverview(db: Db) {
     payments,
     refunds,
     failedRefunds,
+    returns,
     events,
     records,
     jobs,
@@ -42,6 +43,12 @@ export async function operationsOverview(db: Db) {
       .from(refundOrder)
       .where(eq(refundOrder.status, "REFUND_FAILED"))
       .orderBy(refundOrder.updatedAt),
+    db
+      .select()
+      .from(refundOrder)
+      .where(eq(refundOrder.status, "REFUND_AWAITING_GOODS"))
+      .orderBy(refundOrder.createdAt)
+      .limit(50),
     db.select().from(outboxEvent).orderBy(desc(outboxEvent.createdAt)).limit(30),
     db.select().from(idempotencyRecord).orderBy(desc(idempotencyRecord.updatedAt)).limit(20),
     db.execute<QueueJob>(sql`
@@ -72,6 +79,7 @@ export async function operationsOverview(db: Db) {
     idempotencyRecords: records,
     deadLetters: jobs.filter((job) => job.attempts >= job.max_attempts),
     failedRefunds,
+    returns,
     failingJobs: jobs.filter((job) => job.attempts < job.max_attempts),
     notifications,
     reconciliation,

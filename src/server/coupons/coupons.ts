@@ -14,10 +14,12 @@ import { isOrder, type OrderRef } from "~/server/orders/order-ref";
  *   (the rest is paid; a payment is never for nothing);
  * - cancelling the order, its timing out, or its full refund releases the coupon,
  *   and it can be spent again;
- * - refunding in full the order that *granted* the coupon revokes it if it is
- *   unspent; if it was already spent, the order that spent it keeps its discount
- *   (the shopper paid for that order in good faith) and the coupon is revoked
- *   from then on — it is never spendable again, even if that order is released.
+ * - a shopper's refund that leaves the order that *granted* the coupon keeping less
+ *   than the coupon's value revokes it if it is unspent; if it is spent, the refund
+ *   may take at most what leaves the coupon's value with the order (the refund
+ *   says how much). An automatic refund in full (the order could not be filled)
+ *   revokes it too; spent, the order that spent it keeps its discount (the shopper
+ *   paid for that order in good faith), and it is never spendable again.
  */
 export interface Coupon {
   code: string;
@@ -133,20 +135,42 @@ export async function releaseCoupon(tx: Tx, order: OrderRef): Promise<void> {
 }
 
 /**
- * The order that granted the coupon was refunded in full: the coupon is revoked, once
- * (the reversal's unique key). Spent already: the spending order keeps its discount and
- * the reversal records 0 cents taken back.
+ * What the order that granted the coupon keeps fell below its value (a shopper's refund), or it was
+ * refunded in full: the coupon is revoked, once (the reversal's unique key). Spent already (only an
+ * automatic refund gets here then: a shopper's refund holds the coupon's value back instead), the
+ * spending order keeps its discount and the reversal records 0 cents taken back.
  */
 export async function revokeCoupon(tx: Tx, grantingOrder: OrderRef, refundId: string): Promise<boolean> {
+  const coupon = await couponEarnedBy(tx, grantingOrder);
+  if (!coupon) return false;
+  const [revoked] = await tx
+    .insert(benefitReversal)
+    .values({
+      ...grantingOrder,
+      refundId,
+      benefitType: "COUPON",
+      amount: coupon.spent ? 0 : coupon.valueCents,
+    })
+    .onConflictDoNothing({
+      target: [benefitReversal.userId, benefitReversal.orderId],
+      where: sql`benefit_type = 'COUPON'`,
+    })
+    .returning({ id: benefitReversal.id });
+  return revoked !== undefined;
+}
+
+/**
+ * The coupon an order earned, locked until the transaction ends (a spend of it waits), with whether it is
+ * spent on an order now and whether it was revoked; none when the order earned none.
+ */
+export async function couponEarnedBy(tx: Tx, order: OrderRef) {
   const [grant] = await tx
     .select({ code: benefitGrant.code })
     .from(benefitGrant)
-    .where(
-      and(isOrder(benefitGrant, benefitGrant.orderId, grantingOrder), eq(benefitGrant.benefitType, "COUPON")),
-    );
-  if (!grant?.code) return false;
-  const coupon = await lockCoupon(tx, grantingOrder.userId, grant.code);
-  if (!coupon) return false;
+    .where(and(isOrder(benefitGrant, benefitGrant.orderId, order), eq(benefitGrant.benefitType, "COUPON")));
+  if (!grant?.code) return undefined;
+  const coupon = await lockCoupon(tx, order.userId, grant.code);
+  if (!coupon) return undefined;
   const [active] = await tx
     .select({ orderId: couponRedemption.orderId })
     .from(couponRedemption)
@@ -157,20 +181,7 @@ export async function revokeCoupon(tx: Tx, grantingOrder: OrderRef, refundId: st
         eq(couponRedemption.status, "ACTIVE"),
       ),
     );
-  const [revoked] = await tx
-    .insert(benefitReversal)
-    .values({
-      ...grantingOrder,
-      refundId,
-      benefitType: "COUPON",
-      amount: active ? 0 : coupon.valueCents,
-    })
-    .onConflictDoNothing({
-      target: [benefitReversal.userId, benefitReversal.orderId],
-      where: sql`benefit_type = 'COUPON'`,
-    })
-    .returning({ id: benefitReversal.id });
-  return revoked !== undefined;
+  return { ...coupon, spent: active !== undefined, revoked: await isRevoked(tx, coupon) };
 }
 
 export type CouponState = "AVAILABLE" | "USED" | "REVOKED";

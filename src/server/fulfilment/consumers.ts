@@ -8,6 +8,7 @@ import {
   orders,
   outboxEvent,
   shipment,
+  shipmentLine,
   sku,
   stockDeductRecord,
   stockReturnRecord,
@@ -16,7 +17,15 @@ import { refundableOf } from "~/server/ledger/ledger";
 import { isOrder, type OrderRef } from "~/server/orders/order-ref";
 import { lockPaidPayment, recordRefund } from "~/server/refunds/create-refund";
 import type { Consumer, OutboxEvent } from "./consume";
-import { pointsHeld, pointsTarget, stockHeld, stockTarget } from "./holdings";
+import {
+  hasShipped,
+  pointsHeld,
+  pointsTarget,
+  stockHeld,
+  stockTarget,
+  unitsBeingRefunded,
+  unitsOfRefund,
+} from "./holdings";
 
 /** Events a consumer can raise in turn, in the same transaction as its effect. */
 async function raise(
@@ -156,6 +165,9 @@ export const shippingConsumer: Consumer = {
     const order = orderOf(event);
     // Only a PAID order whose stock was deducted ships (this event says it was); a refunded one does not.
     if ((await lockOrderStatus(tx, order)) !== "PAID") return "SKIPPED";
+    // What it carries: what the order holds, less the units of line refunds still under way.
+    const held = await stockHeld(tx, order);
+    const beingRefunded = await unitsBeingRefunded(tx, order);
     const [created] = await tx
       .insert(shipment)
       // Its time is read under the order's lock (not the transaction's start): see complete-refund.ts.
@@ -166,6 +178,18 @@ export const shippingConsumer: Consumer = {
       })
       .onConflictDoNothing({ target: [shipment.userId, shipment.orderId] })
       .returning({ id: shipment.id });
+    if (created && held.size > 0) {
+      await tx
+        .insert(shipmentLine)
+        .values(
+          [...held].map(([skuId, quantity]) => ({
+            ...order,
+            skuId,
+            quantity: Math.max(0, quantity - (beingRefunded.get(skuId) ?? 0)),
+          })),
+        )
+        .onConflictDoNothing({ target: [shipmentLine.userId, shipmentLine.orderId, shipmentLine.skuId] });
+    }
     await tx
       .update(orders)
       .set({ status: "SHIPPED", updatedAt: sql`now()` })
@@ -189,15 +213,22 @@ interface RefundSucceededPayload {
  */
 export const stockReturnConsumer: Consumer = {
   name: "stock-return",
-  eventTypes: ["RefundSucceeded"],
+  // A refund that succeeded before shipping gives its stock back; goods received back from a return do.
+  eventTypes: ["RefundSucceeded", "ReturnReceived"],
   async apply(tx, event) {
     const order = orderOf(event);
     const { refundId } = event.payload as RefundSucceededPayload;
     const status = await lockOrderStatus(tx, order);
     const target = await stockTarget(tx, order, status);
+    // Once it has shipped, each refund gives back only its own goods: what was received back of a return,
+    // or the units of a line refund the shipment left behind; never another refund's, nor goods still out.
+    const own = (await hasShipped(tx, order)) ? await unitsOfRefund(tx, order, refundId) : undefined;
     let returned = 0;
     for (const [skuId, held] of await stockHeld(tx, order)) {
-      const give = held - (target.get(skuId) ?? 0);
+      const give = Math.min(
+        held - (target.get(skuId) ?? 0),
+        own ? (own.get(skuId) ?? 0) : Number.POSITIVE_INFINITY,
+      );
       if (give <= 0) continue;
       const [claimed] = await tx
         .insert(stockReturnRecord)

@@ -73,11 +73,14 @@ export function postCapture(tx: Tx, payment: LedgerPayment, transactionId: strin
  * still the order's (rejected, or superseded: it returns nothing).
  */
 export const REFUND_POSITION: Record<RefundStatus, LedgerAccount> = {
+  // A return is owed once asked for (nothing else may take its room), paid once the goods are back.
+  REFUND_AWAITING_GOODS: "refunds_payable",
   REFUND_CREATED: "refunds_payable",
   REFUND_PROCESSING: "refunds_payable",
   REFUND_SUCCESS: "shopper",
   REFUND_FAILED: "revenue",
   REFUND_SUPERSEDED: "revenue",
+  REFUND_CANCELLED: "revenue",
 };
 
 const FACT_OF: Record<LedgerAccount, string> = { refunds_payable: "owed", shopper: "paid", revenue: "kept" };

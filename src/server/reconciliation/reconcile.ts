@@ -61,10 +61,13 @@ const LEDGER_OF_PAYMENT = sql.raw(
      FROM ledger_transfer t WHERE t.user_id = p.user_id AND t.payment_id = p.id`,
 );
 
+/** The order `o` (in the query) has shipped: what it holds then is goods-conserved's to check. */
+const SHIPPED = sql`EXISTS (SELECT 1 FROM shipment_line sl WHERE sl.user_id = o.user_id AND sl.order_id = o.id)`;
+
 /** The order `o` (in the query) has no refund in flight and none that settled within the lag. */
 const SETTLED = (opts: Required<ReconcileOptions>) => sql`
   NOT EXISTS (SELECT 1 FROM refund_order r WHERE r.user_id = o.user_id AND r.order_id = o.id
-               AND (r.status IN ('REFUND_CREATED', 'REFUND_PROCESSING')
+               AND (r.status IN ('REFUND_AWAITING_GOODS', 'REFUND_CREATED', 'REFUND_PROCESSING')
                     OR r.updated_at > now() - ${opts.lagSeconds} * interval '1 second'))`;
 
 const INVARIANTS: Invariant[] = [
@@ -179,10 +182,11 @@ const INVARIANTS: Invariant[] = [
       "An order refunded in full keeps nothing: every unit of stock it took is returned, every benefit reversed, and it ships only if it shipped before the refund.",
     checks: [
       {
-        message: "fully refunded order still holds stock",
+        message: "fully refunded order still holds stock (it never shipped)",
         query: (o) => sql`SELECT h.order_id, h.sku_id, h.held FROM (${HELD_STOCK}) h
                            JOIN orders o ON o.user_id = h.user_id AND o.id = h.order_id AND o.status = 'REFUNDED'
-                          WHERE o.updated_at < now() - ${o.lagSeconds} * interval '1 second' AND h.held > 0`,
+                          WHERE o.updated_at < now() - ${o.lagSeconds} * interval '1 second' AND h.held > 0
+                            AND NOT ${SHIPPED}`,
       },
       {
         message:
@@ -254,7 +258,7 @@ const INVARIANTS: Invariant[] = [
                                          FROM refund_line l JOIN refund_order r ON r.user_id = l.user_id AND r.id = l.refund_id AND r.status = 'REFUND_SUCCESS'
                                         GROUP BY l.user_id, l.order_id, l.sku_id) l ON l.user_id = h.user_id AND l.order_id = h.order_id AND l.sku_id = h.sku_id
                            WHERE h.held <> i.quantity - coalesce(l.refunded, 0)
-                             AND ${SETTLED(o)}`,
+                             AND NOT ${SHIPPED} AND ${SETTLED(o)}`,
       },
       {
         message: "points held do not follow the net amount paid",
@@ -283,7 +287,7 @@ const INVARIANTS: Invariant[] = [
         query:
           () => sql`SELECT p.order_id, p.out_trade_no, p.amount_cents AS paid, sum(r.amount_cents)::bigint AS refunded
                            FROM refund_order r JOIN payment_order p ON p.user_id = r.user_id AND p.id = r.payment_id
-                          WHERE r.status NOT IN ('REFUND_FAILED', 'REFUND_SUPERSEDED')
+                          WHERE r.status NOT IN ('REFUND_FAILED', 'REFUND_SUPERSEDED', 'REFUND_CANCELLED')
                           GROUP BY p.user_id, p.id HAVING sum(r.amount_cents) > p.amount_cents`,
       },
       {
@@ -294,6 +298,46 @@ const INVARIANTS: Invariant[] = [
                            JOIN orders o ON o.user_id = p.user_id AND o.id = p.order_id
                           WHERE r.status = 'REFUND_SUCCESS' AND o.status <> 'REFUNDED' AND p.status = 'SUCCESS'
                           GROUP BY o.user_id, o.id, o.status, p.amount_cents HAVING sum(r.amount_cents) = p.amount_cents`,
+      },
+    ],
+  },
+  {
+    name: "goods-conserved",
+    description:
+      "Goods come back only when they come back: once an order has shipped, the stock it holds is what its shipment carried less what was received back, per SKU; stock is given back for a return only as far as its goods were received, and no refund recorded after the shipment pays for lines whose goods were not.",
+    checks: [
+      {
+        message: "a shipped order's stock is not what it shipped less what came back",
+        query: (o) => sql`SELECT o.id AS order_id, o.status, s.sku_id, s.quantity AS shipped,
+                                 coalesce(rr.received, 0)::int AS received, coalesce(h.held, 0)::int AS held
+                            FROM shipment_line s
+                            JOIN orders o ON o.user_id = s.user_id AND o.id = s.order_id
+                            LEFT JOIN (SELECT user_id, order_id, sku_id, sum(quantity) AS received FROM return_receipt
+                                        GROUP BY user_id, order_id, sku_id) rr
+                              ON rr.user_id = s.user_id AND rr.order_id = s.order_id AND rr.sku_id = s.sku_id
+                            LEFT JOIN (${HELD_STOCK}) h ON h.user_id = s.user_id AND h.order_id = s.order_id AND h.sku_id = s.sku_id
+                           WHERE coalesce(h.held, 0) <> s.quantity - coalesce(rr.received, 0)
+                             AND o.updated_at < now() - ${o.lagSeconds} * interval '1 second'
+                             AND ${SETTLED(o)}`,
+      },
+      {
+        message: "stock given back for a return beyond what was received",
+        query: () => sql`SELECT sr.order_id, sr.refund_id, sr.sku_id, sr.quantity AS returned,
+                                coalesce(rr.quantity, 0) AS received
+                           FROM stock_return_record sr
+                           JOIN refund_order r ON r.user_id = sr.user_id AND r.id = sr.refund_id
+                           JOIN shipment s ON s.user_id = sr.user_id AND s.order_id = sr.order_id
+                           LEFT JOIN return_receipt rr ON rr.user_id = sr.user_id AND rr.refund_id = sr.refund_id AND rr.sku_id = sr.sku_id
+                          WHERE r.created_at > s.created_at AND sr.quantity > coalesce(rr.quantity, 0)`,
+      },
+      {
+        message: "lines refunded after the order shipped, without their goods received back",
+        query: () => sql`SELECT r.order_id, r.refund_no, r.status FROM refund_order r
+                           JOIN shipment s ON s.user_id = r.user_id AND s.order_id = r.order_id
+                          WHERE r.created_at > s.created_at
+                            AND r.status IN ('REFUND_CREATED', 'REFUND_PROCESSING', 'REFUND_SUCCESS')
+                            AND EXISTS (SELECT 1 FROM refund_line l WHERE l.user_id = r.user_id AND l.refund_id = r.id)
+                            AND NOT EXISTS (SELECT 1 FROM return_receipt rr WHERE rr.user_id = r.user_id AND rr.refund_id = r.id)`,
       },
     ],
   },
@@ -344,7 +388,7 @@ const INVARIANTS: Invariant[] = [
                            FROM payment_order p
                            CROSS JOIN LATERAL (
                              SELECT (CASE WHEN p.status IN ('SUCCESS', 'PAID_LATE') THEN p.amount_cents ELSE 0 END)::bigint AS captured,
-                                    coalesce(sum(r.amount_cents) FILTER (WHERE r.status IN ('REFUND_CREATED', 'REFUND_PROCESSING')), 0)::bigint AS owed,
+                                    coalesce(sum(r.amount_cents) FILTER (WHERE r.status IN ('REFUND_AWAITING_GOODS', 'REFUND_CREATED', 'REFUND_PROCESSING')), 0)::bigint AS owed,
                                     coalesce(sum(r.amount_cents) FILTER (WHERE r.status = 'REFUND_SUCCESS'), 0)::bigint AS paid
                                FROM refund_order r WHERE r.user_id = p.user_id AND r.payment_id = p.id) s
                            CROSS JOIN LATERAL (${LEDGER_OF_PAYMENT}) l
@@ -463,7 +507,7 @@ const INVARIANTS: Invariant[] = [
                           WHERE r.status = 'REFUND_SUPERSEDED'
                             AND r.amount_cents <= p.amount_cents
                                   - (SELECT coalesce(sum(o.amount_cents), 0) FROM refund_order o
-                                      WHERE o.user_id = r.user_id AND o.payment_id = r.payment_id AND o.status NOT IN ('REFUND_FAILED', 'REFUND_SUPERSEDED'))
+                                      WHERE o.user_id = r.user_id AND o.payment_id = r.payment_id AND o.status NOT IN ('REFUND_FAILED', 'REFUND_SUPERSEDED', 'REFUND_CANCELLED'))
                             AND NOT ${A_LINE_NO_LONGER_FITS}`,
       },
     ],

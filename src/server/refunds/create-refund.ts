@@ -1,4 +1,5 @@
 import { and, asc, eq, inArray, notInArray, sql } from "drizzle-orm";
+import { couponEarnedBy, revokeCoupon } from "~/server/coupons/coupons";
 import type { Executor, Tx } from "~/server/db/client";
 import {
   orderItem,
@@ -7,6 +8,7 @@ import {
   REFUNDS_THAT_RETURN_NOTHING,
   refundLine,
   refundOrder,
+  shipment,
 } from "~/server/db/schema";
 import { DomainError } from "~/server/errors";
 import { defineOperation, type OperationContext } from "~/server/idempotency";
@@ -52,6 +54,7 @@ export const createRefundOperation = defineOperation({
       ...input,
       userId,
       reason: "requested by the shopper",
+      couponRule: true,
     });
     return { result: refund, bizId: refund.refundNo, existed };
   },
@@ -83,7 +86,12 @@ export const createRefundOperation = defineOperation({
  */
 export async function recordRefund(
   tx: Tx,
-  input: CreateRefundInput & { userId: string; reason: string },
+  input: CreateRefundInput & {
+    userId: string;
+    reason: string;
+    /** A shopper's refund: the coupon the order earned is revoked, or (spent) its value held back. */
+    couponRule?: boolean;
+  },
 ): Promise<{ refund: RefundView; existed: boolean }> {
   const payment = await lockPaidPayment(tx, input);
   if (!payment)
@@ -93,6 +101,8 @@ export async function recordRefund(
   const existing = await findRefund(tx, input.userId, input.refundNo);
   if (existing) return replayOf(tx, existing, input, lines);
 
+  // Then the order's, as fulfilment takes it: a refund and the shipment take turns, so "has it shipped" holds.
+  const shipped = await lockOrderAndTellShipped(tx, input);
   const amountCents = lines
     ? await priceLines(tx, input, lines, input.amountCents)
     : (input.amountCents ?? 0);
@@ -103,6 +113,9 @@ export async function recordRefund(
       meta: { paidCents: payment.amountCents, refundedCents: payment.amountCents - refundable },
     });
   }
+  const coupon = input.couponRule ? await couponAtStake(tx, input, refundable, amountCents) : undefined;
+  // Lines of an order that has shipped are a return: refunded once the goods are back.
+  const status = lines && shipped ? "REFUND_AWAITING_GOODS" : "REFUND_CREATED";
   const [created] = await tx
     .insert(refundOrder)
     .values({
@@ -112,7 +125,10 @@ export async function recordRefund(
       paymentId: payment.id,
       amountCents,
       currency: payment.currency,
+      status,
       reason: input.reason,
+      // Read under the order's lock, as the shipment's is: "recorded after it shipped" means what happened first.
+      createdAt: sql`clock_timestamp()`,
     })
     .onConflictDoNothing({ target: [refundOrder.userId, refundOrder.refundNo] })
     .returning();
@@ -122,7 +138,9 @@ export async function recordRefund(
     if (!winner) throw new Error("refund vanished between conflict and read");
     return replayOf(tx, winner, input, lines);
   }
-  await postRefundMove(tx, { ...created, paymentId: payment.id }, "NEW", "REFUND_CREATED");
+  await postRefundMove(tx, { ...created, paymentId: payment.id }, "NEW", status);
+  // What the order keeps falls below the coupon it earned: the coupon, unspent, is revoked with this refund.
+  if (coupon) await revokeCoupon(tx, input, created.id);
   if (lines) {
     await tx.insert(refundLine).values(
       lines.map((line) => ({
@@ -138,10 +156,43 @@ export async function recordRefund(
   return { refund: viewOf(created, lines), existed: false };
 }
 
+/** Locks the order (after its payment, as every refund decision does) and tells whether it has shipped. */
+async function lockOrderAndTellShipped(tx: Tx, order: OrderRef): Promise<boolean> {
+  await tx
+    .select({ id: orders.id })
+    .from(orders)
+    .where(isOrder(orders, orders.id, order))
+    .for("update");
+  const [sent] = await tx
+    .select({ id: shipment.id })
+    .from(shipment)
+    .where(isOrder(shipment, shipment.orderId, order));
+  return sent !== undefined;
+}
+
+/**
+ * The coupon this order earned, when what the order would keep after the refund falls below its value (the
+ * coupon was earned by paying for more than it gives): unspent, it is to be revoked with the refund; spent
+ * on another order, its value is held back from the refund (REFUND_EXCEEDS_PAID says how much is left).
+ */
+async function couponAtStake(tx: Tx, order: OrderRef, refundable: number, amountCents: number) {
+  const coupon = await couponEarnedBy(tx, order);
+  if (!coupon || coupon.revoked || refundable - amountCents >= coupon.valueCents) return undefined;
+  if (coupon.spent) {
+    const most = Math.max(0, refundable - coupon.valueCents);
+    throw new DomainError(
+      "REFUND_EXCEEDS_PAID",
+      `the coupon this order earned (${coupon.valueCents} cents) was spent on another order, so its value stays with this one: at most ${most} cents can still be refunded`,
+      { meta: { couponCode: coupon.code, couponCents: coupon.valueCents, refundableCents: most } },
+    );
+  }
+  return coupon;
+}
+
 /**
  * Checks the lines against what the order holds (ordered, less what refunds that did not fail
- * already named) and prices them: what they were paid, their share of a coupon taken off, unless
- * the shopper names an amount.
+ * already named) and prices them: what they were paid, their share of a coupon taken off. An amount
+ * named beside them must be that price.
  */
 async function priceLines(
   tx: Tx,
@@ -189,14 +240,22 @@ async function priceLines(
     }
     value += item.unitPriceCents * line.quantity;
   }
-  if (amountCents !== undefined) return amountCents;
   const [priced] = await tx
     .select({ amountCents: orders.amountCents, discountCents: orders.discountCents })
     .from(orders)
     .where(isOrder(orders, orders.id, order));
   if (!priced) throw new DomainError("ORDER_NOT_FOUND", "order not found");
   const subtotal = priced.amountCents + priced.discountCents;
-  return Math.floor((value * priced.amountCents) / subtotal);
+  const paid = Math.floor((value * priced.amountCents) / subtotal);
+  // Lines are refunded at what they were paid, never at a number beside them.
+  if (amountCents !== undefined && amountCents !== paid) {
+    throw new DomainError(
+      "REFUND_LINES_INVALID",
+      `these lines were paid ${paid} cents: leave the amount out, or name that amount`,
+      { meta: { linesCents: paid } },
+    );
+  }
+  return paid;
 }
 
 /**

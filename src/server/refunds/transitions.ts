@@ -20,7 +20,7 @@ interface MoveOptions {
  * Moves one refund from any of `from` to `to` by a conditional update, and posts the money that moves with
  * it to the ledger in the same transaction (ledger.ts: where each status puts a refund's amount). Zero rows
  * (undefined) means it was not in `from` any more: someone else moved it first. A move back to
- * REFUND_CREATED (a Retry) is the refund's next attempt.
+ * REFUND_CREATED from a rejection (a Retry) is the refund's next attempt.
  */
 export async function moveRefund(
   tx: Tx,
@@ -47,7 +47,8 @@ export async function moveRefund(
   }>(sql`
     UPDATE refund_order r
        SET status = ${to}, updated_at = clock_timestamp(), failure_reason = ${reason}, provider_attempt = ${attempt},
-           attempt = r.attempt + (CASE WHEN ${to} = 'REFUND_CREATED' THEN 1 ELSE 0 END)
+           attempt = r.attempt + (CASE WHEN ${to} = 'REFUND_CREATED'
+                                            AND was.status IN ('REFUND_FAILED', 'REFUND_SUPERSEDED') THEN 1 ELSE 0 END)
       FROM (SELECT id, status FROM refund_order
              WHERE user_id = ${refund.userId} AND id = ${refund.id} AND status = ANY(${sql.param([...from])}::text[])
              FOR UPDATE) was
@@ -83,7 +84,7 @@ export const A_LINE_NO_LONGER_FITS = sql`EXISTS (
            - (SELECT coalesce(sum(l2.quantity), 0) FROM refund_line l2
                 JOIN refund_order o2 ON o2.user_id = l2.user_id AND o2.id = l2.refund_id
                WHERE l2.user_id = l.user_id AND l2.order_id = l.order_id AND l2.sku_id = l.sku_id
-                 AND o2.status NOT IN ('REFUND_FAILED', 'REFUND_SUPERSEDED')))`;
+                 AND o2.status NOT IN ('REFUND_FAILED', 'REFUND_SUPERSEDED', 'REFUND_CANCELLED')))`;
 
 /**
  * Restates the rejected refunds of a payment after any refund of it moved: a rejected refund that still fits

@@ -67,7 +67,7 @@ export default async function AdminPage({ searchParams }: { searchParams: Promis
       </section>
 
       <h3>Failed refunds</h3>
-      <RetryTable
+      <ActionTable
         testId="failed-refund"
         empty="No refund is waiting for a person."
         columns={["Refund number", "Amount", "Why MockPay rejected it"]}
@@ -78,19 +78,49 @@ export default async function AdminPage({ searchParams }: { searchParams: Promis
             formatMoney(refund.amountCents, refund.currency),
             refund.failureReason ?? "",
           ],
-          retry: `/api/admin/refunds/${encodeURIComponent(refund.providerRefundNo)}/retry`,
+          actions: [
+            {
+              label: "Retry",
+              url: `/api/admin/refunds/${encodeURIComponent(refund.providerRefundNo)}/retry`,
+            },
+          ],
+        }))}
+      />
+
+      <h3>Returns awaiting the goods</h3>
+      <ActionTable
+        testId="awaiting-return"
+        empty="No return is waiting for its goods."
+        columns={["Refund number", "Amount", "Asked"]}
+        rows={o.returns.map((refund) => ({
+          key: refund.id,
+          cells: [
+            refund.refundNo,
+            formatMoney(refund.amountCents, refund.currency),
+            refund.createdAt.toLocaleString(),
+          ],
+          actions: [
+            {
+              label: "Received",
+              url: `/api/admin/returns/${encodeURIComponent(refund.providerRefundNo)}/received`,
+            },
+            {
+              label: "Cancel (goods never came)",
+              url: `/api/admin/returns/${encodeURIComponent(refund.providerRefundNo)}/cancel`,
+            },
+          ],
         }))}
       />
 
       <h3>Dead letters</h3>
-      <RetryTable
+      <ActionTable
         testId="dead-letter"
         empty="No job has given up."
         columns={["Job", "Attempts", "Last error"]}
         rows={o.deadLetters.map((job) => ({
           key: job.id,
           cells: [job.key ?? "", `${job.attempts}/${job.max_attempts}`, job.last_error?.slice(0, 120) ?? ""],
-          retry: `/api/admin/jobs/${job.id}/retry`,
+          actions: [{ label: "Retry", url: `/api/admin/jobs/${job.id}/retry` }],
         }))}
       />
       {o.failingJobs.length > 0 && (
@@ -249,14 +279,14 @@ export default async function AdminPage({ searchParams }: { searchParams: Promis
   );
 }
 
-/** Things that failed for good, each with a Retry button (a plain form post to its admin route). */
-function RetryTable({
+/** Things awaiting a person, each with its buttons (plain form posts to their admin routes). */
+function ActionTable({
   rows,
   testId,
   columns,
   empty,
 }: {
-  rows: { key: string; cells: string[]; retry: string }[];
+  rows: { key: string; cells: string[]; actions: { label: string; url: string }[] }[];
   testId: string;
   columns: string[];
   empty: string;
@@ -270,9 +300,11 @@ function RetryTable({
             <td key={i}>{cell}</td>
           ))}
           <td>
-            <form method="post" action={row.retry}>
-              <button type="submit">Retry</button>
-            </form>
+            {row.actions.map((action) => (
+              <form key={action.url} method="post" action={action.url}>
+                <button type="submit">{action.label}</button>
+              </form>
+            ))}
           </td>
         </tr>
       ))}

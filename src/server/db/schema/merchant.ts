@@ -388,19 +388,29 @@ export const shipment = pgTable(
 // Refunds
 
 /**
+ * REFUND_AWAITING_GOODS: a return: lines of an order that has shipped, refunded once the goods are received
+ * back (then REFUND_CREATED); REFUND_CANCELLED: a return whose goods never came (it refunds nothing).
  * REFUND_SUPERSEDED: the provider rejected it (it was REFUND_FAILED), and other refunds have since
  * returned what it would have: retrying it would refund more than was paid or ordered, so nobody waits on it.
  */
 export const REFUND_STATUSES = [
+  "REFUND_AWAITING_GOODS",
   "REFUND_CREATED",
   "REFUND_PROCESSING",
   "REFUND_SUCCESS",
   "REFUND_FAILED",
   "REFUND_SUPERSEDED",
+  "REFUND_CANCELLED",
 ] as const;
 export type RefundStatus = (typeof REFUND_STATUSES)[number];
 /** Refunds in these statuses return nothing and hold nothing back: sums of what was refunded leave them out. */
-export const REFUNDS_THAT_RETURN_NOTHING: RefundStatus[] = ["REFUND_FAILED", "REFUND_SUPERSEDED"];
+export const REFUNDS_THAT_RETURN_NOTHING: RefundStatus[] = [
+  "REFUND_FAILED",
+  "REFUND_SUPERSEDED",
+  "REFUND_CANCELLED",
+];
+/** Refunds owed to the shopper and not yet confirmed: waiting for the goods, to be sent, or sent. */
+export const REFUNDS_OWED: RefundStatus[] = ["REFUND_AWAITING_GOODS", "REFUND_CREATED", "REFUND_PROCESSING"];
 
 export const refundOrder = pgTable(
   "refund_order",
@@ -567,5 +577,54 @@ export const ledgerTransfer = pgTable(
     check("ledger_transfer_two_accounts", sql`${t.fromAccount} <> ${t.toAccount}`),
     inList("ledger_transfer_from_valid", "from_account", LEDGER_ACCOUNTS),
     inList("ledger_transfer_to_valid", "to_account", LEDGER_ACCOUNTS),
+  ],
+);
+
+/**
+ * Goods received back for a return (an operator's "received" on /admin, or a carrier's scan), once per
+ * (return, SKU): only then does the stock come back and the money go out. `receiptKey` is the scan's own
+ * key, so the same scan twice is one receipt.
+ */
+export const returnReceipt = pgTable(
+  "return_receipt",
+  {
+    id: identityPart(),
+    userId: shopper(),
+    refundId: uuid().notNull(),
+    orderId: uuid().notNull(),
+    skuId: skuRef(),
+    quantity: integer().notNull(),
+    receiptKey: text().notNull(),
+    createdAt: createdAt(),
+  },
+  (t) => [
+    shopperKey("return_receipt_pkey", t),
+    toRefund("return_receipt_refund_fk", t),
+    toOrder("return_receipt_order_fk", t),
+    uniqueIndex("return_receipt_refund_sku_uq").on(t.userId, t.refundId, t.skuId),
+    index("return_receipt_order_idx").on(t.userId, t.orderId, t.skuId),
+    check("return_receipt_quantity_positive", sql`${t.quantity} > 0`),
+  ],
+);
+
+/**
+ * What one shipment carried, per SKU: what the order held then, less the lines of refunds still under way
+ * (recorded before the shipment, they are not sent). After shipping, what the order holds of stock is what
+ * was shipped less what came back.
+ */
+export const shipmentLine = pgTable(
+  "shipment_line",
+  {
+    id: identityPart(),
+    userId: shopper(),
+    orderId: uuid().notNull(),
+    skuId: skuRef(),
+    quantity: integer().notNull(),
+  },
+  (t) => [
+    shopperKey("shipment_line_pkey", t),
+    toOrder("shipment_line_order_fk", t),
+    uniqueIndex("shipment_line_order_sku_uq").on(t.userId, t.orderId, t.skuId),
+    check("shipment_line_quantity_non_negative", sql`${t.quantity} >= 0`),
   ],
 );
