@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import { afterAll, describe, expect, it } from "vitest";
 import { closeDb, createDb } from "~/server/db/client";
 import { errorResponse } from "~/server/rest/http";
+import { SESSION_COOKIE, signSession } from "~/server/session/session";
 import { handleTrpcRequest } from "~/server/trpc/http";
 import { testAppContext } from "./support/app-context";
 
@@ -21,6 +22,16 @@ describe("a database that is away", () => {
       expect(response.status).toBe(503);
       expect(body.error.json.data.domainCode).toBe("SERVICE_UNAVAILABLE");
     }
+  });
+
+  it("answers a shopper with a session 503 too: whether the cookie was revoked is the database's to say", async () => {
+    const app = testAppContext(down);
+    const cookie = `${SESSION_COOKIE}=${signSession(randomUUID(), app.sessionSecret)}`;
+    const response = await handleTrpcRequest(
+      app,
+      new Request("http://test/api/trpc/orders.list", { headers: { cookie } }),
+    );
+    expect(response.status).toBe(503);
   });
 
   it("maps a dropped connection to a REST 503 problem, and anything else to a 500", async () => {

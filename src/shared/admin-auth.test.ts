@@ -1,5 +1,11 @@
 import { describe, expect, it } from "vitest";
-import { ADMIN_SESSION_S, adminCookieHeader, isAdminRequest, signAdminSession } from "./admin-auth";
+import {
+  ADMIN_SESSION_S,
+  adminCookieHeader,
+  isAdminRequest,
+  isAdminToken,
+  signAdminSession,
+} from "./admin-auth";
 
 const token = "an-admin-token-0123456789abcdefghijklmn";
 const now = 1_800_000_000;
@@ -29,5 +35,15 @@ describe("the admin session cookie", () => {
   it("the token still works as a Bearer header", () => {
     expect(isAdminRequest(new Headers({ authorization: `Bearer ${token}` }), token, now)).toBe(true);
     expect(isAdminRequest(new Headers({ authorization: "Bearer nope" }), token, now)).toBe(false);
+  });
+});
+
+describe("the admin ?token= on an operator page", () => {
+  it("is compared whole, whatever its length (digests compared in constant time)", () => {
+    expect(isAdminToken(token, token)).toBe(true);
+    expect(isAdminToken(`${token}x`, token)).toBe(false);
+    expect(isAdminToken(token.slice(0, -1), token)).toBe(false);
+    expect(isAdminToken("", token)).toBe(false);
+    expect(isAdminToken(token.toUpperCase(), token)).toBe(false);
   });
 });

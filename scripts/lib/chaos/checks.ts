@@ -168,9 +168,14 @@ export async function checkInvariants(
   }
 
   // What each paid order has been refunded (every refund that did not fail), and what it cost.
+  // `paid` less the value of the coupon the order earned if that coupon was spent: a shopper's refund may not
+  // take it (its value stays with the order that earned it), so asking for more is rightly refused.
   const refundedByOrder = new Map<string, { paid: number; refunded: number }>();
   for (const o of await sql<{ order_id: string; paid: number; refunded: number }[]>`
-      SELECT p.order_id, p.amount_cents::int AS paid,
+      SELECT p.order_id,
+             (p.amount_cents - coalesce((SELECT g.amount FROM benefit_grant g
+                                           WHERE g.user_id = p.user_id AND g.order_id = p.order_id AND g.benefit_type = 'COUPON'
+                                             AND EXISTS (SELECT 1 FROM coupon_redemption c WHERE c.user_id = g.user_id AND c.code = g.code)), 0))::int AS paid,
              coalesce((SELECT sum(r.amount_cents) FROM refund_order r
                         WHERE r.user_id = p.user_id AND r.payment_id = p.id AND r.status NOT IN ('REFUND_FAILED', 'REFUND_SUPERSEDED', 'REFUND_CANCELLED')), 0)::int AS refunded
         FROM payment_order p WHERE p.status = 'SUCCESS'`) {

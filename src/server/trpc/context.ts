@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { TRPCError } from "@trpc/server";
 import type { AppContext } from "~/server/app-context";
-import { isDomainError } from "~/server/errors";
+import { isDomainError, unavailableIfTransient } from "~/server/errors";
 import { checkSession } from "~/server/session/api-tokens";
 import {
   newGuestId,
@@ -42,11 +42,14 @@ export async function createTrpcContext(
   resHeaders: Headers,
 ): Promise<TrpcContext> {
   const clientAddress = clientAddressOf(req.headers);
+  // Whether the cookie was revoked is the database's to say: away, it is a retryable 503, never a 500.
   const session = await checkSession(
     app.db,
     readCookie(req.headers.get("cookie"), SESSION_COOKIE),
     app.sessionSecret,
-  );
+  ).catch((error: unknown) => {
+    throw asTrpcError(unavailableIfTransient(error));
+  });
   const issue = (userId: string, issuedMs = Date.now()) =>
     resHeaders.append(
       "set-cookie",
@@ -54,16 +57,9 @@ export async function createTrpcContext(
     );
   let userId = session?.userId;
   if (!userId) {
-    try {
-      await app.gateway.admitClient({ address: clientAddress, action: "identity" });
-    } catch (error) {
-      if (!isDomainError(error)) throw error;
-      throw new TRPCError({
-        code: TRPC_CODE_BY_DOMAIN_CODE[error.code],
-        message: error.message,
-        cause: error,
-      });
-    }
+    await app.gateway.admitClient({ address: clientAddress, action: "identity" }).catch((error: unknown) => {
+      throw asTrpcError(error);
+    });
     userId = newGuestId();
     issue(userId);
   } else if (session && Date.now() - session.issuedMs > SESSION_ROTATE_AFTER_MS) {
@@ -78,4 +74,10 @@ export async function createTrpcContext(
     clientAddress,
     renewSession: (afterMs) => issue(shopper, Math.max(Date.now(), afterMs + 1)),
   };
+}
+
+/** A domain refusal raised while the context is made, as tRPC answers it (anything else stays as it is). */
+function asTrpcError(error: unknown): unknown {
+  if (!isDomainError(error)) return error;
+  return new TRPCError({ code: TRPC_CODE_BY_DOMAIN_CODE[error.code], message: error.message, cause: error });
 }
