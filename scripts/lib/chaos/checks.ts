@@ -182,6 +182,15 @@ export async function checkInvariants(
     refundedByOrder.set(o.order_id, o);
   }
 
+  // What one unit of each order line was paid: its price less its share of the order's discount, rounded down.
+  const linePrices = new Map<string, number>();
+  for (const l of await sql<{ order_id: string; sku_id: string; paid: number }[]>`
+      SELECT i.order_id, i.sku_id,
+             floor(i.unit_price_cents::numeric * o.amount_cents / (o.amount_cents + o.discount_cents))::int AS paid
+        FROM order_item i JOIN orders o ON o.user_id = i.user_id AND o.id = i.order_id
+       WHERE o.amount_cents + o.discount_cents > 0`) {
+    linePrices.set(`${l.order_id}/${l.sku_id}`, l.paid);
+  }
   const gaveUp: string[] = [];
   const oneOrder: string[] = [];
   const oneAnswer: string[] = [];
@@ -279,13 +288,16 @@ export async function checkInvariants(
       refundsChecked++;
       const row = refunds.get(`${r.userId}/${refund.refundNo}`);
       const money = order ? refundedByOrder.get(order.id) : undefined;
+      // A return's price is what its lines were paid (their share of a coupon's discount taken off).
+      const line = refund.lines?.[0];
+      const asked = line && order ? (linePrices.get(`${order.id}/${line.skuId}`) ?? 0) : refund.amountCents;
       const refusedRightly =
         !row &&
         refund.statuses.length === 0 &&
         refund.refusals.every((code) => code === "REFUND_EXCEEDS_PAID") &&
         // e.g. the order could not be filled and was refunded in full automatically meanwhile
         money !== undefined &&
-        money.refunded + refund.amountCents > money.paid;
+        money.refunded + asked > money.paid;
       if (refusedRightly) continue;
       if (row?.n !== 1) {
         refundOnce.push(

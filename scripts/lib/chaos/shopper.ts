@@ -24,7 +24,14 @@ export interface ShopperRecord {
   paid: boolean;
   /** The status the order had when the shopper stopped watching it. */
   lastStatus?: string;
-  refunds: { refundNo: string; amountCents: number; statuses: string[]; refusals: string[] }[];
+  refunds: {
+    refundNo: string;
+    amountCents: number;
+    statuses: string[];
+    refusals: string[];
+    /** A return: the lines it named (what they cost is the server's to say). */
+    lines?: { skuId: string; quantity: number }[];
+  }[];
   /** The shopper was slower than the payment timeout: the pay link had expired, or the order closed before Confirm. */
   tooSlow?: boolean;
   /** The shopper walked away from the order without paying: the timeout must close it. */
@@ -320,11 +327,13 @@ async function returnOneItem(
   const status = await waitForStatus(client, orderId, (s) => s !== "PAID", faults);
   const line = record.items[0];
   if (status !== "SHIPPED" || !line) return;
+  const lines = [{ skuId: line.skuId, quantity: 1 }];
   const refund = {
     refundNo: later.key("return"),
     amountCents: 0,
     statuses: [] as string[],
     refusals: [] as string[],
+    lines,
   };
   record.refunds.push(refund);
   const clicks = later.pick([1, 2]);
@@ -333,7 +342,7 @@ async function returnOneItem(
       client.mutate<{ status: string; amountCents: number }>("refunds.create", {
         orderId,
         refundNo: refund.refundNo,
-        lines: [{ skuId: line.skuId, quantity: 1 }],
+        lines,
       }),
     ),
   );
