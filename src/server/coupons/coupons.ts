@@ -1,5 +1,6 @@
-import { and, desc, eq, sql } from "drizzle-orm";
+import { and, desc, eq, inArray, sql } from "drizzle-orm";
 import type { Executor, Tx } from "~/server/db/client";
+import { COUPON_REDEMPTION_MACHINE } from "~/server/db/machines";
 import { benefitGrant, benefitReversal, couponRedemption } from "~/server/db/schema";
 import { DomainError } from "~/server/errors";
 import { isOrder, type OrderRef } from "~/server/orders/order-ref";
@@ -114,7 +115,7 @@ export async function redeem(
 ): Promise<void> {
   const [spent] = await tx
     .insert(couponRedemption)
-    .values(redemption)
+    .values({ ...redemption, status: COUPON_REDEMPTION_MACHINE.transitions.redeem.to })
     .onConflictDoNothing({ target: couponRedemption.code, where: sql`status = 'ACTIVE'` })
     .returning({ id: couponRedemption.id });
   if (!spent) {
@@ -124,13 +125,18 @@ export async function redeem(
   }
 }
 
+const RELEASE = COUPON_REDEMPTION_MACHINE.transitions.release;
+
 /** The order ended without being paid for (cancelled, timed out) or was refunded in full: its coupon comes back. */
 export async function releaseCoupon(tx: Tx, order: OrderRef): Promise<void> {
   await tx
     .update(couponRedemption)
-    .set({ status: "RELEASED", releasedAt: sql`now()` })
+    .set({ status: RELEASE.to, releasedAt: sql`now()` })
     .where(
-      and(isOrder(couponRedemption, couponRedemption.orderId, order), eq(couponRedemption.status, "ACTIVE")),
+      and(
+        isOrder(couponRedemption, couponRedemption.orderId, order),
+        inArray(couponRedemption.status, RELEASE.from),
+      ),
     );
 }
 

@@ -1,7 +1,9 @@
-import { and, eq, sql } from "drizzle-orm";
+import { and, eq, inArray, sql } from "drizzle-orm";
 import type { Db, Tx } from "~/server/db/client";
+import { CONSUME_MACHINE } from "~/server/db/machines";
 import { messageConsumeRecord, type outboxEvent } from "~/server/db/schema";
 
+const CONSUME = CONSUME_MACHINE.transitions;
 export type OutboxEvent = typeof outboxEvent.$inferSelect;
 
 /** What a consumer did with an event. */
@@ -40,7 +42,12 @@ export async function consumeOnce(
   const outcome = await db.transaction(async (tx): Promise<ConsumeOutcome> => {
     const [claimed] = await tx
       .insert(messageConsumeRecord)
-      .values({ userId: event.userId, eventId: event.id, consumerName: consumer.name, status: "PROCESSING" })
+      .values({
+        userId: event.userId,
+        eventId: event.id,
+        consumerName: consumer.name,
+        status: CONSUME.claim.to,
+      })
       .onConflictDoNothing({
         target: [
           messageConsumeRecord.userId,
@@ -53,8 +60,14 @@ export async function consumeOnce(
     const result = await consumer.apply(tx, event);
     await tx
       .update(messageConsumeRecord)
-      .set({ status: "DONE", result, doneAt: sql`now()` })
-      .where(and(eq(messageConsumeRecord.userId, event.userId), eq(messageConsumeRecord.id, claimed.id)));
+      .set({ status: CONSUME.finish.to, result, doneAt: sql`now()` })
+      .where(
+        and(
+          eq(messageConsumeRecord.userId, event.userId),
+          eq(messageConsumeRecord.id, claimed.id),
+          inArray(messageConsumeRecord.status, CONSUME.finish.from),
+        ),
+      );
     return result;
   });
   await hooks.afterCommit?.(event, consumer.name, outcome);

@@ -1,7 +1,8 @@
 import { randomBytes } from "node:crypto";
-import { and, eq, sql } from "drizzle-orm";
+import { and, eq, inArray, sql } from "drizzle-orm";
 import { revokeCoupon } from "~/server/coupons/coupons";
 import type { Tx } from "~/server/db/client";
+import { ORDER_MACHINE } from "~/server/db/machines";
 import {
   benefitGrant,
   benefitReversal,
@@ -117,8 +118,13 @@ export const stockConsumer: Consumer = {
       if (!(error instanceof StockShort)) throw error;
       await tx
         .update(orders)
-        .set({ status: "STOCK_SHORT", updatedAt: sql`now()` })
-        .where(and(isOrder(orders, orders.id, order), eq(orders.status, "PAID")));
+        .set({ status: ORDER_MACHINE.transitions.runShort.to, updatedAt: sql`now()` })
+        .where(
+          and(
+            isOrder(orders, orders.id, order),
+            inArray(orders.status, ORDER_MACHINE.transitions.runShort.from),
+          ),
+        );
       await raise(tx, "StockShort", order, { skuId: error.skuId });
       return "SKIPPED";
     }
@@ -192,8 +198,10 @@ export const shippingConsumer: Consumer = {
     }
     await tx
       .update(orders)
-      .set({ status: "SHIPPED", updatedAt: sql`now()` })
-      .where(and(isOrder(orders, orders.id, order), eq(orders.status, "PAID")));
+      .set({ status: ORDER_MACHINE.transitions.ship.to, updatedAt: sql`now()` })
+      .where(
+        and(isOrder(orders, orders.id, order), inArray(orders.status, ORDER_MACHINE.transitions.ship.from)),
+      );
     return created ? "APPLIED" : "SKIPPED";
   },
 };

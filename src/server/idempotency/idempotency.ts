@@ -1,11 +1,15 @@
 import { sql } from "drizzle-orm";
 import type postgres from "postgres";
 import { type Db, type HeldConnection, holdConnection, type Tx } from "~/server/db/client";
+import { IDEMPOTENCY_MACHINE, onlyFrom } from "~/server/db/machines";
 import { DomainError, type DomainErrorCode, isDomainError, unavailableIfTransient } from "~/server/errors";
 import { pipelined } from "~/shared/postgres-driver";
 import type { IdempotencyEvent, IdempotencyOutcome } from "./events";
 import { fingerprint as fingerprintOf } from "./fingerprint";
 import { cacheKeyOf, type ReplayCache } from "./replay-cache";
+
+/** The record's transitions (db/machines.ts): every status it writes comes from there. */
+const RECORD = IDEMPOTENCY_MACHINE.transitions;
 
 /**
  * The idempotency core. Every operation that must happen once per key goes
@@ -159,7 +163,7 @@ function claimStatement(
   return sql<LeaseRow[]>`
     INSERT INTO idempotency_record
            (user_id, biz_type, idempotency_key, fingerprint, status, locked_until, expires_at)
-    VALUES (${ref.scope}, ${ref.bizType}, ${ref.key}, ${requestFingerprint}, 'PROCESSING',
+    VALUES (${ref.scope}, ${ref.bizType}, ${ref.key}, ${requestFingerprint}, ${RECORD.claim.to},
             now() + ${config.leaseMs} * interval '1 millisecond',
             now() + ${config.ttlMs} * interval '1 millisecond')
     ON CONFLICT (user_id, biz_type, idempotency_key) DO NOTHING
@@ -181,7 +185,7 @@ function claimInTransactionStatement(
   return sql<{ record_id: string | number; expires_at: string | Date }[]>`
     INSERT INTO idempotency_record
            (user_id, biz_type, idempotency_key, fingerprint, status, locked_until, expires_at)
-    VALUES (${ref.scope}, ${ref.bizType}, ${ref.key}, ${requestFingerprint}, 'PROCESSING',
+    VALUES (${ref.scope}, ${ref.bizType}, ${ref.key}, ${requestFingerprint}, ${RECORD.claim.to},
             now() + ${config.leaseMs} * interval '1 millisecond',
             now() + ${config.ttlMs} * interval '1 millisecond')
     RETURNING id AS record_id, expires_at`;
@@ -387,7 +391,7 @@ async function inOneTransaction<T>(call: Call<T>): Promise<IdempotentResult<T>> 
         const body = JSON.stringify(result ?? null);
         await pipelined([
           conn.sql`UPDATE idempotency_record
-                      SET status = 'SUCCESS', response_body = ${body}::json, biz_id = ${bizId}, locked_until = NULL,
+                      SET status = ${RECORD.succeed.to}, response_body = ${body}::json, biz_id = ${bizId}, locked_until = NULL,
                           updated_at = clock_timestamp()
                     WHERE user_id = ${op.scope} AND id = ${row?.record_id ?? 0}`.execute(),
           conn.sql`COMMIT`.execute(),
@@ -438,7 +442,7 @@ async function storeOrRelease<T>(call: Call<T>, error: unknown): Promise<Idempot
     () => db.$client<LeaseRow[]>`
       INSERT INTO idempotency_record
              (user_id, biz_type, idempotency_key, fingerprint, status, response_body, expires_at)
-      VALUES (${op.scope}, ${op.bizType}, ${op.key}, ${requestFingerprint}, 'FAILED', ${JSON.stringify(body)}::json,
+      VALUES (${op.scope}, ${op.bizType}, ${op.key}, ${requestFingerprint}, ${RECORD.refuse.to}, ${JSON.stringify(body)}::json,
               now() + ${config.ttlMs} * interval '1 millisecond')
       ON CONFLICT (user_id, biz_type, idempotency_key) DO NOTHING
       RETURNING user_id, id AS record_id, lease_version, expires_at,
@@ -635,7 +639,7 @@ async function executeInTransaction<T>(
   const { result, bizId = null } = outcome;
   try {
     await pipelined([
-      sql`SELECT idempotency_store_outcome(${lease.scope}, ${lease.recordId}, ${lease.leaseVersion}, 'SUCCESS',
+      sql`SELECT idempotency_store_outcome(${lease.scope}, ${lease.recordId}, ${lease.leaseVersion}, ${RECORD.succeed.to},
                                            ${JSON.stringify(result ?? null)}::json, ${bizId})`,
       sql`COMMIT`,
     ]);
@@ -715,10 +719,10 @@ async function storeFailure(sql: Conn, lease: Lease, error: DomainError): Promis
   const rows = await guard(
     () => sql`
       UPDATE idempotency_record
-         SET status = 'FAILED', response_body = ${JSON.stringify(body)}::json, locked_until = NULL,
+         SET status = ${RECORD.fail.to}, response_body = ${JSON.stringify(body)}::json, locked_until = NULL,
              updated_at = now()
        WHERE user_id = ${lease.scope} AND id = ${lease.recordId} AND lease_version = ${lease.leaseVersion}
-         AND status = 'PROCESSING'
+         AND status = ${onlyFrom(RECORD.fail)}
       RETURNING id`,
   );
   return rows.length > 0 ? body : undefined;
@@ -730,7 +734,7 @@ async function release(sql: Conn, lease: Lease): Promise<void> {
     await sql`
       DELETE FROM idempotency_record
        WHERE user_id = ${lease.scope} AND id = ${lease.recordId} AND lease_version = ${lease.leaseVersion}
-         AND status = 'PROCESSING'`;
+         AND status = ${onlyFrom(RECORD.fail)}`;
   } catch {
     // The original error is the one worth reporting.
   }
@@ -756,7 +760,7 @@ async function takeOver(
          SET lease_version = lease_version + 1, locked_until = ${ms(config.leaseMs)}, updated_at = now()
        WHERE user_id = ${scope}
          AND id = (SELECT id FROM idempotency_record
-                    WHERE user_id = ${scope} AND id = ${recordId} AND status = 'PROCESSING'
+                    WHERE user_id = ${scope} AND id = ${recordId} AND status = ${onlyFrom(RECORD.renewLease)}
                       AND lease_version = ${seenVersion}
                       AND locked_until <= now()
                     FOR UPDATE SKIP LOCKED)
@@ -777,7 +781,7 @@ async function renewExpired(
   const rows = await guard(() =>
     db.execute<LeaseRow>(sql`
       UPDATE idempotency_record
-         SET lease_version = lease_version + 1, status = 'PROCESSING', fingerprint = ${requestFingerprint},
+         SET lease_version = lease_version + 1, status = ${RECORD.takeOver.to}, fingerprint = ${requestFingerprint},
              response_body = NULL, biz_id = NULL, locked_until = ${ms(config.leaseMs)},
              created_at = now(), updated_at = now(), expires_at = ${ms(config.ttlMs)}
        WHERE user_id = ${scope}

@@ -1,5 +1,6 @@
-import { and, eq, sql } from "drizzle-orm";
+import { and, eq, inArray, sql } from "drizzle-orm";
 import { releaseCoupon } from "~/server/coupons/coupons";
+import { ORDER_MACHINE } from "~/server/db/machines";
 import { orders, paymentOrder } from "~/server/db/schema";
 import { DomainError } from "~/server/errors";
 import { defineOperation, type OperationContext } from "~/server/idempotency";
@@ -62,11 +63,11 @@ export const cancelOrderOperation = defineOperation({
     }
     const [closed] = await tx
       .update(orders)
-      .set({ status: "CLOSED", updatedAt: sql`now()` })
+      .set({ status: ORDER_MACHINE.transitions.close.to, updatedAt: sql`now()` })
       .where(
         and(
           isOrder(orders, orders.id, { userId, orderId: input.orderId }),
-          eq(orders.status, "PENDING_PAYMENT"),
+          inArray(orders.status, ORDER_MACHINE.transitions.close.from),
         ),
       )
       .returning({

@@ -1,6 +1,7 @@
 import { and, eq, inArray } from "drizzle-orm";
 import { discountFor, redeem } from "~/server/coupons/coupons";
 import type { Db, Tx } from "~/server/db/client";
+import { ORDER_MACHINE } from "~/server/db/machines";
 import { orderItem, orders, sku } from "~/server/db/schema";
 import { DomainError } from "~/server/errors";
 import { defineOperation, fingerprint, type IdempotencyConfig, runOperation } from "~/server/idempotency";
@@ -152,7 +153,15 @@ export async function insertOrder(
 
   const [order] = await tx
     .insert(orders)
-    .values({ userId, requestId, requestFingerprint, amountCents, discountCents, currency })
+    .values({
+      userId,
+      requestId,
+      requestFingerprint,
+      amountCents,
+      discountCents,
+      currency,
+      status: ORDER_MACHINE.transitions.place.to,
+    })
     .onConflictDoNothing({ target: [orders.userId, orders.requestId] })
     .returning(createdColumns);
   if (!order) {

@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { and, inArray, sql } from "drizzle-orm";
 import type { Db, Executor } from "~/server/db/client";
+import { PAYMENT_MACHINE } from "~/server/db/machines";
 import { orders, paymentOrder } from "~/server/db/schema";
 import { DomainError } from "~/server/errors";
 import { defineOperation, type OperationContext, runOperation } from "~/server/idempotency";
@@ -94,6 +95,7 @@ async function openPayment(
       outTradeNo: newOutTradeNo(),
       amountCents: order.amountCents,
       currency: order.currency,
+      status: PAYMENT_MACHINE.transitions.open.to,
     })
     .onConflictDoNothing({
       target: [paymentOrder.userId, paymentOrder.orderId],

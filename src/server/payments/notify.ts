@@ -1,5 +1,6 @@
 import { and, eq, inArray, sql } from "drizzle-orm";
 import type { Db, Tx } from "~/server/db/client";
+import { ORDER_MACHINE, onlyFrom, PAYMENT_MACHINE, REFUND_MACHINE } from "~/server/db/machines";
 import { orders, outboxEvent, paymentNotification, paymentOrder, refundOrder } from "~/server/db/schema";
 import { postCapture, postRefundMove } from "~/server/ledger/ledger";
 import type { Observer } from "~/server/observability/observer";
@@ -161,6 +162,9 @@ export async function applyProviderFact(tx: Tx, n: NotificationBody): Promise<Ve
   }
 }
 
+const ORDER = ORDER_MACHINE.transitions;
+const PAYMENT = PAYMENT_MACHINE.transitions;
+
 /** A payment as its shopper's rows name it (docs/scale-out.md): every statement below names the shopper. */
 interface PaymentKey {
   userId: string;
@@ -180,12 +184,17 @@ async function applySuccess(tx: Tx, payment: PaymentKey, n: NotificationBody): P
   // the order still awaits it, and no other payment of the order is open — then the provider's success wins.
   const [moved] = await tx
     .update(paymentOrder)
-    .set({ status: "SUCCESS", transactionId: n.transaction_id, paidAt: sql`now()`, updatedAt: sql`now()` })
+    .set({
+      status: PAYMENT.succeed.to,
+      transactionId: n.transaction_id,
+      paidAt: sql`now()`,
+      updatedAt: sql`now()`,
+    })
     .where(sql`${paymentOrder.userId} = ${userId} AND ${paymentOrder.id} = ${paymentId}
                AND EXISTS (SELECT 1 FROM orders o
-                            WHERE o.user_id = ${userId} AND o.id = ${orderId} AND o.status = 'PENDING_PAYMENT')
-               AND (${paymentOrder.status} = 'PENDING' OR (
-                 ${paymentOrder.status} = 'CLOSED'
+                            WHERE o.user_id = ${userId} AND o.id = ${orderId} AND o.status = ${onlyFrom(ORDER.pay)})
+               AND (${paymentOrder.status} = ${onlyFrom(PAYMENT.succeed)} OR (
+                 ${paymentOrder.status} = ${onlyFrom(PAYMENT.succeedAfterClose)}
                  AND NOT EXISTS (SELECT 1 FROM payment_order other
                                   WHERE other.user_id = ${userId} AND other.order_id = ${orderId}
                                     AND other.id <> ${paymentId} AND other.status IN ('PENDING', 'SUCCESS'))))`)
@@ -214,9 +223,9 @@ async function applySuccess(tx: Tx, payment: PaymentKey, n: NotificationBody): P
   }
   const [paid] = await tx
     .update(orders)
-    .set({ status: "PAID", updatedAt: sql`now()` })
+    .set({ status: ORDER.pay.to, updatedAt: sql`now()` })
     .where(
-      sql`${orders.userId} = ${userId} AND ${orders.id} = ${orderId} AND ${orders.status} = 'PENDING_PAYMENT'`,
+      sql`${orders.userId} = ${userId} AND ${orders.id} = ${orderId} AND ${orders.status} = ${onlyFrom(ORDER.pay)}`,
     )
     .returning({
       id: orders.id,
@@ -288,12 +297,12 @@ async function takeLatePayment(
 ): Promise<Verdict | undefined> {
   const [late] = await tx
     .update(paymentOrder)
-    .set({ status: "PAID_LATE", transactionId, paidAt: sql`now()`, updatedAt: sql`now()` })
+    .set({ status: PAYMENT.payLate.to, transactionId, paidAt: sql`now()`, updatedAt: sql`now()` })
     .where(
       and(
         eq(paymentOrder.userId, payment.userId),
         eq(paymentOrder.id, payment.id),
-        inArray(paymentOrder.status, ["PENDING", "CLOSED"]),
+        inArray(paymentOrder.status, PAYMENT.payLate.from),
       ),
     )
     .returning();
@@ -308,11 +317,12 @@ async function takeLatePayment(
       paymentId: late.id,
       amountCents: late.amountCents,
       currency: late.currency,
+      status: REFUND_MACHINE.transitions.record.to,
       reason: "automatic: money received for a payment that is not the order's",
     })
     .onConflictDoNothing({ target: [refundOrder.userId, refundOrder.refundNo] })
     .returning();
-  if (refund) await postRefundMove(tx, refund, "NEW", "REFUND_CREATED");
+  if (refund) await postRefundMove(tx, refund, "NEW", refund.status);
   return ok("PROCESSED", "paid after the order stopped awaiting this payment: refunded automatically", true);
 }
 
@@ -322,9 +332,9 @@ export const lateRefundNo = (transactionId: string) => `sys/late/${transactionId
 async function applyClosed(tx: Tx, payment: PaymentKey): Promise<Verdict> {
   const [closed] = await tx
     .update(paymentOrder)
-    .set({ status: "CLOSED", updatedAt: sql`now()` })
+    .set({ status: PAYMENT.close.to, updatedAt: sql`now()` })
     .where(
-      sql`${paymentOrder.userId} = ${payment.userId} AND ${paymentOrder.id} = ${payment.id} AND ${paymentOrder.status} = 'PENDING'`,
+      sql`${paymentOrder.userId} = ${payment.userId} AND ${paymentOrder.id} = ${payment.id} AND ${paymentOrder.status} = ${onlyFrom(PAYMENT.close)}`,
     )
     .returning({ id: paymentOrder.id });
   if (closed) return ok("PROCESSED", "payment closed");

@@ -1,13 +1,8 @@
 import { and, eq, inArray, sql } from "drizzle-orm";
 import { releaseCoupon } from "~/server/coupons/coupons";
 import type { Tx } from "~/server/db/client";
-import {
-  orders,
-  outboxEvent,
-  type paymentOrder,
-  REFUNDS_THAT_RETURN_NOTHING,
-  refundOrder,
-} from "~/server/db/schema";
+import { ORDER_MACHINE } from "~/server/db/machines";
+import { orders, outboxEvent, type paymentOrder, refundOrder } from "~/server/db/schema";
 import { paymentBalances } from "~/server/ledger/ledger";
 import { isOrder } from "~/server/orders/order-ref";
 import { ok, refuse, type Verdict } from "~/server/payments/verdict";
@@ -67,12 +62,7 @@ export async function applyRefundSucceeded(
     .from(orders)
     .where(isOrder(orders, orders.id, order))
     .for("update");
-  const moved = await moveRefund(
-    tx,
-    refund,
-    ["REFUND_CREATED", "REFUND_PROCESSING", ...REFUNDS_THAT_RETURN_NOTHING],
-    "REFUND_SUCCESS",
-  );
+  const moved = await moveRefund(tx, refund, "succeed");
   if (!moved) {
     // Read again: the status read before the payment's lock may be the one a concurrent copy just changed.
     const [current] = await tx
@@ -92,9 +82,12 @@ export async function applyRefundSucceeded(
   if (fullyRefunded) {
     await tx
       .update(orders)
-      .set({ status: "REFUNDED", updatedAt: sql`clock_timestamp()` })
+      .set({ status: ORDER_MACHINE.transitions.refundInFull.to, updatedAt: sql`clock_timestamp()` })
       .where(
-        and(isOrder(orders, orders.id, order), inArray(orders.status, ["PAID", "SHIPPED", "STOCK_SHORT"])),
+        and(
+          isOrder(orders, orders.id, order),
+          inArray(orders.status, ORDER_MACHINE.transitions.refundInFull.from),
+        ),
       );
     // All its money went back: the coupon it spent comes back too.
     await releaseCoupon(tx, order);
@@ -144,7 +137,7 @@ export async function applyRefundFailed(
   if ((n.refund_attempt ?? 1) < live) {
     return ok("IGNORED", `attempt ${n.refund_attempt ?? 1} failed; attempt ${live} is the live one`);
   }
-  const failed = await moveRefund(tx, refund, ["REFUND_CREATED", "REFUND_PROCESSING"], "REFUND_FAILED", {
+  const failed = await moveRefund(tx, refund, "failAfterAcceptance", {
     failureReason: "failed at the provider after it was accepted",
   });
   if (!failed) return ok("DUPLICATE", "refund already decided");

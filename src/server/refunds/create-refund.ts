@@ -1,6 +1,7 @@
 import { and, asc, eq, inArray, notInArray, sql } from "drizzle-orm";
 import { couponEarnedBy, revokeCoupon } from "~/server/coupons/coupons";
 import type { Executor, Tx } from "~/server/db/client";
+import { REFUND_MACHINE } from "~/server/db/machines";
 import {
   orderItem,
   orders,
@@ -115,7 +116,8 @@ export async function recordRefund(
   }
   const coupon = input.couponRule ? await couponAtStake(tx, input, refundable, amountCents) : undefined;
   // Lines of an order that has shipped are a return: refunded once the goods are back.
-  const status = lines && shipped ? "REFUND_AWAITING_GOODS" : "REFUND_CREATED";
+  const { to: status } =
+    lines && shipped ? REFUND_MACHINE.transitions.askReturn : REFUND_MACHINE.transitions.record;
   const [created] = await tx
     .insert(refundOrder)
     .values({

@@ -32,7 +32,7 @@ export async function retryFailedRefund(
       "other refunds returned what it would have",
     );
     if (superseded.includes(refund.providerRefundNo)) return false;
-    const moved = await moveRefund(tx, refund, ["REFUND_FAILED"], "REFUND_CREATED", { failureReason: null });
+    const moved = await moveRefund(tx, refund, "retry", { failureReason: null });
     // Sent again, it leaves less room: other rejected refunds it no longer leaves room for are superseded.
     if (moved) await restateRejectedRefunds(tx, payment, `refund ${refund.refundNo} was retried`);
     return moved !== undefined;

@@ -42,7 +42,7 @@ export async function receiveReturn(
   const refund = await findReturn(db, providerRefundNo);
   const moved = await db.transaction(async (tx) => {
     await lockPayment(tx, { userId: refund.userId, id: refund.paymentId });
-    const received = await moveRefund(tx, refund, ["REFUND_AWAITING_GOODS"], "REFUND_CREATED");
+    const received = await moveRefund(tx, refund, "receive");
     if (!received) return false;
     const lines = (await refundLinesOf(tx, refund.userId, [refund.id])).get(refund.id) ?? [];
     if (lines.length > 0) {
@@ -84,7 +84,7 @@ export async function cancelReturn(db: Db, providerRefundNo: string): Promise<Re
   const moved = await db.transaction(async (tx) => {
     const payment = { userId: refund.userId, id: refund.paymentId };
     await lockPayment(tx, payment);
-    const cancelled = await moveRefund(tx, refund, ["REFUND_AWAITING_GOODS"], "REFUND_CANCELLED", {
+    const cancelled = await moveRefund(tx, refund, "cancelReturn", {
       failureReason: "the goods never came back",
     });
     // Room it held may fit a refund it superseded.

@@ -40,7 +40,7 @@ export async function submitRefund(
   const moved = await db.transaction(async (tx) => {
     const refund = { userId: row.refund.userId, id: row.refund.id };
     if (answer.status === "ACCEPTED") {
-      const accepted = await moveRefund(tx, refund, ["REFUND_CREATED"], "REFUND_PROCESSING", {
+      const accepted = await moveRefund(tx, refund, "accept", {
         providerAttempt: answer.attempt ?? 1,
       });
       return accepted && { status: "REFUND_PROCESSING" as const };
@@ -48,7 +48,7 @@ export async function submitRefund(
     // Under the payment's lock, as every refund decision: a rejection may be moot (below).
     const payment = { userId: row.refund.userId, id: row.refund.paymentId };
     await lockPayment(tx, payment);
-    const rejected = await moveRefund(tx, refund, ["REFUND_CREATED"], "REFUND_FAILED", {
+    const rejected = await moveRefund(tx, refund, "reject", {
       failureReason: answer.reason ?? "rejected",
     });
     if (!rejected) return undefined;

@@ -1,5 +1,6 @@
 import { type SQL, sql } from "drizzle-orm";
 import type { Tx } from "~/server/db/client";
+import { onlyFrom, REFUND_MACHINE } from "~/server/db/machines";
 import type { RefundStatus } from "~/server/db/schema";
 import { type LedgerRefund, postRefundMove, refundableOf } from "~/server/ledger/ledger";
 
@@ -16,8 +17,11 @@ interface MoveOptions {
   providerAttempt?: number;
 }
 
+export type RefundTransition = keyof typeof REFUND_MACHINE.transitions;
+
 /**
- * Moves one refund from any of `from` to `to` by a conditional update, and posts the money that moves with
+ * Moves one refund by a transition of its machine (db/machines.ts): from any of its FROM states to its TO, by
+ * a conditional update, and posts the money that moves with
  * it to the ledger in the same transaction (ledger.ts: where each status puts a refund's amount). Zero rows
  * (undefined) means it was not in `from` any more: someone else moved it first. A move back to
  * REFUND_CREATED from a rejection (a Retry) is the refund's next attempt.
@@ -25,10 +29,10 @@ interface MoveOptions {
 export async function moveRefund(
   tx: Tx,
   refund: { userId: string; id: string },
-  from: readonly RefundStatus[],
-  to: RefundStatus,
+  transition: RefundTransition,
   options: MoveOptions = {},
 ): Promise<MovedRefund | undefined> {
+  const { from, to } = REFUND_MACHINE.transitions[transition];
   const reason: SQL =
     options.failureReason === undefined ? sql`r.failure_reason` : sql`${options.failureReason}`;
   const attempt: SQL =
@@ -94,6 +98,9 @@ export const A_LINE_NO_LONGER_FITS = sql`EXISTS (
  * their place, and they alert again. The caller holds the payment's lock, as every refund decision does.
  * Neither status moves money, so nothing is posted. Returns the provider numbers it superseded.
  */
+const SUPERSEDE = REFUND_MACHINE.transitions.supersede;
+const REINSTATE = REFUND_MACHINE.transitions.reinstate;
+
 export async function restateRejectedRefunds(
   tx: Tx,
   payment: { userId: string; id: string },
@@ -105,21 +112,21 @@ export async function restateRejectedRefunds(
       SELECT r.user_id, r.id, r.status,
              CASE WHEN r.amount_cents > ${refundable}
                     OR ${A_LINE_NO_LONGER_FITS}
-                  THEN 'REFUND_SUPERSEDED' ELSE 'REFUND_FAILED' END AS judged
+                  THEN ${SUPERSEDE.to} ELSE ${REINSTATE.to} END AS judged
         FROM refund_order r
        WHERE r.user_id = ${payment.userId} AND r.payment_id = ${payment.id}
-         AND r.status IN ('REFUND_FAILED', 'REFUND_SUPERSEDED'))
+         AND r.status IN (${onlyFrom(SUPERSEDE)}, ${onlyFrom(REINSTATE)}))
     UPDATE refund_order r
        SET status = j.judged, updated_at = clock_timestamp(),
-           failure_reason = CASE WHEN j.judged = 'REFUND_SUPERSEDED'
+           failure_reason = CASE WHEN j.judged = ${SUPERSEDE.to}
                                  THEN coalesce(r.failure_reason, 'rejected') || '; superseded: ' || ${why}
                                  ELSE regexp_replace(r.failure_reason, '; superseded: .*$', '') END
       FROM judged j
      WHERE r.user_id = j.user_id AND r.id = j.id AND r.status = j.status AND j.judged <> j.status
     RETURNING r.provider_refund_no, r.status`);
   return {
-    superseded: rows.filter((row) => row.status === "REFUND_SUPERSEDED").map((row) => row.provider_refund_no),
-    failedAgain: rows.filter((row) => row.status === "REFUND_FAILED").map((row) => row.provider_refund_no),
+    superseded: rows.filter((row) => row.status === SUPERSEDE.to).map((row) => row.provider_refund_no),
+    failedAgain: rows.filter((row) => row.status === REINSTATE.to).map((row) => row.provider_refund_no),
   };
 }
 

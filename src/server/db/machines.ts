@@ -1,0 +1,191 @@
+import {
+  CONSUME_STATUSES,
+  COUPON_REDEMPTION_STATUSES,
+  IDEMPOTENCY_STATUSES,
+  ORDER_STATUSES,
+  PAYMENT_STATUSES,
+  REFUND_STATUSES,
+} from "./schema";
+
+/**
+ * The merchant's state machines, as data: each a table of states and named transitions `FROM → TO`, with
+ * what sets each one off. The code's conditional updates take their FROM and TO from here (`UPDATE … SET
+ * status = <to> WHERE status IN <from>`: zero rows means someone else moved it first), so a transition
+ * that is not in a table cannot be written (test/machines.test.ts fails on a status written any other
+ * way), and the model checker reads the same tables. A transition with no FROM is the row's insertion.
+ */
+
+export interface Transition<S extends string> {
+  from: readonly S[];
+  to: S;
+  /** What makes it happen. */
+  on: string;
+}
+
+export interface Machine<S extends string, T extends string> {
+  name: string;
+  /** The table whose `status` column holds the state. */
+  table: string;
+  states: readonly S[];
+  transitions: Readonly<Record<T, Transition<S>>>;
+}
+
+function machine<S extends string, T extends string>(definition: Machine<S, T>): Machine<S, T> {
+  for (const [name, t] of Object.entries<Transition<S>>(definition.transitions)) {
+    for (const state of [...t.from, t.to]) {
+      if (!definition.states.includes(state)) {
+        throw new Error(`${definition.name}.${name}: ${state} is not one of its states`);
+      }
+    }
+  }
+  return definition;
+}
+
+export const ORDER_MACHINE = machine({
+  name: "order",
+  table: "orders",
+  states: ORDER_STATUSES,
+  transitions: {
+    place: { from: [], to: "PENDING_PAYMENT", on: "checkout.createOrder, once per request id" },
+    pay: { from: ["PENDING_PAYMENT"], to: "PAID", on: "a payment of the order succeeds" },
+    close: { from: ["PENDING_PAYMENT"], to: "CLOSED", on: "orders.cancel, or its payment timeout" },
+    ship: { from: ["PAID"], to: "SHIPPED", on: "its stock deducted, the shipping consumer" },
+    runShort: { from: ["PAID"], to: "STOCK_SHORT", on: "a line cannot be filled (the stock consumer)" },
+    refundInFull: {
+      from: ["PAID", "SHIPPED", "STOCK_SHORT"],
+      to: "REFUNDED",
+      on: "the refunds that succeeded add up to its payment",
+    },
+  },
+});
+
+export const PAYMENT_MACHINE = machine({
+  name: "payment",
+  table: "payment_order",
+  states: PAYMENT_STATUSES,
+  transitions: {
+    open: { from: [], to: "PENDING", on: "payments.create (one open payment per order)" },
+    succeed: {
+      from: ["PENDING"],
+      to: "SUCCESS",
+      on: "the provider says paid, while the order awaits payment",
+    },
+    succeedAfterClose: {
+      from: ["CLOSED"],
+      to: "SUCCESS",
+      on: "a success that crossed a close, while the order awaits payment and no other payment is open",
+    },
+    close: { from: ["PENDING"], to: "CLOSED", on: "payment.closed, or closed at the provider by a cancel" },
+    payLate: {
+      from: ["PENDING", "CLOSED"],
+      to: "PAID_LATE",
+      on: "the provider says paid, but the order no longer awaits this payment (refunded in full)",
+    },
+  },
+});
+
+export const REFUND_MACHINE = machine({
+  name: "refund",
+  table: "refund_order",
+  states: REFUND_STATUSES,
+  transitions: {
+    record: { from: [], to: "REFUND_CREATED", on: "refunds.create, a stock-short order, or a late payment" },
+    askReturn: {
+      from: [],
+      to: "REFUND_AWAITING_GOODS",
+      on: "refunds.create naming lines of a shipped order",
+    },
+    receive: { from: ["REFUND_AWAITING_GOODS"], to: "REFUND_CREATED", on: "the goods are received back" },
+    cancelReturn: { from: ["REFUND_AWAITING_GOODS"], to: "REFUND_CANCELLED", on: "the goods never came" },
+    accept: { from: ["REFUND_CREATED"], to: "REFUND_PROCESSING", on: "the provider accepted it" },
+    reject: { from: ["REFUND_CREATED"], to: "REFUND_FAILED", on: "the provider rejected it" },
+    failAfterAcceptance: {
+      from: ["REFUND_CREATED", "REFUND_PROCESSING"],
+      to: "REFUND_FAILED",
+      on: "refund.failed: the provider accepted it, then it failed",
+    },
+    retry: { from: ["REFUND_FAILED"], to: "REFUND_CREATED", on: "an operator's Retry (its next attempt)" },
+    supersede: { from: ["REFUND_FAILED"], to: "REFUND_SUPERSEDED", on: "other refunds left it no room" },
+    reinstate: {
+      from: ["REFUND_SUPERSEDED"],
+      to: "REFUND_FAILED",
+      on: "what took its room failed: it fits again",
+    },
+    succeed: {
+      from: ["REFUND_CREATED", "REFUND_PROCESSING", "REFUND_FAILED", "REFUND_SUPERSEDED"],
+      to: "REFUND_SUCCESS",
+      on: "refund.succeeded: the provider's word wins, whatever was recorded here",
+    },
+  },
+});
+
+export const COUPON_REDEMPTION_MACHINE = machine({
+  name: "coupon redemption",
+  table: "coupon_redemption",
+  states: COUPON_REDEMPTION_STATUSES,
+  transitions: {
+    redeem: { from: [], to: "ACTIVE", on: "an order spends the coupon (at most one ACTIVE per coupon)" },
+    release: { from: ["ACTIVE"], to: "RELEASED", on: "the order ends unpaid, or is refunded in full" },
+  },
+});
+
+export const CONSUME_MACHINE = machine({
+  name: "consume record",
+  table: "message_consume_record",
+  states: CONSUME_STATUSES,
+  transitions: {
+    claim: { from: [], to: "PROCESSING", on: "a consumer takes an event (once per event and consumer)" },
+    finish: { from: ["PROCESSING"], to: "DONE", on: "its effect committed" },
+  },
+});
+
+export const IDEMPOTENCY_MACHINE = machine({
+  name: "idempotency record",
+  table: "idempotency_record",
+  states: IDEMPOTENCY_STATUSES,
+  transitions: {
+    claim: { from: [], to: "PROCESSING", on: "the first request with a key" },
+    refuse: {
+      from: [],
+      to: "FAILED",
+      on: "a final refusal stored in one step (the one-transaction claim rolled back with the business)",
+    },
+    renewLease: {
+      from: ["PROCESSING"],
+      to: "PROCESSING",
+      on: "its holder's lease ran out: another request takes the key over, with the next lease version",
+    },
+    succeed: {
+      from: ["PROCESSING"],
+      to: "SUCCESS",
+      on: "its holder stores the answer (fenced by its lease)",
+    },
+    fail: {
+      from: ["PROCESSING"],
+      to: "FAILED",
+      on: "its holder stores a final refusal (fenced by its lease)",
+    },
+    takeOver: {
+      from: ["PROCESSING", "SUCCESS", "FAILED"],
+      to: "PROCESSING",
+      on: "the key expired: a new request claims it, with the next lease version",
+    },
+  },
+});
+
+export const MACHINES = [
+  ORDER_MACHINE,
+  PAYMENT_MACHINE,
+  REFUND_MACHINE,
+  COUPON_REDEMPTION_MACHINE,
+  CONSUME_MACHINE,
+  IDEMPOTENCY_MACHINE,
+] as const;
+
+/** The one state a transition moves from (for a conditional update on a single FROM). */
+export function onlyFrom<S extends string>(transition: Transition<S>): S {
+  const [from, ...more] = transition.from;
+  if (from === undefined || more.length > 0)
+    throw new Error(`transition to ${transition.to} has ${transition.from.length} FROM states`);
+  return from;
+}

@@ -1,0 +1,100 @@
+import { readdirSync, readFileSync } from "node:fs";
+import path from "node:path";
+import { describe, expect, it } from "vitest";
+import { MACHINES } from "~/server/db/machines";
+
+/**
+ * The state machines are data (src/server/db/machines.ts), and the code's status writes take their states
+ * from them: a status written any other way bypasses the table (and the model checker that reads it). Read
+ * as text, every TypeScript file under src/server: no `status: "…"` in a drizzle `.set()` or `.values()`, no
+ * `SET status = '…'` and no quoted state among an INSERT's VALUES. And every transition of a table is used by
+ * the code, so the tables do not describe transitions nobody makes.
+ */
+
+const SERVER = path.resolve("src/server");
+
+function sources(dir: string): { file: string; text: string }[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
+    const full = path.join(dir, entry.name);
+    if (entry.isDirectory()) return sources(full);
+    if (!entry.name.endsWith(".ts") || entry.name.endsWith(".test.ts")) return [];
+    return [{ file: path.relative(process.cwd(), full), text: readFileSync(full, "utf8") }];
+  });
+}
+
+const STATES = [...new Set(MACHINES.flatMap((machine) => machine.states))];
+const QUOTED_STATE = new RegExp(`'(${STATES.join("|")})'`);
+const BYPASSES: { what: string; pattern: RegExp }[] = [
+  { what: "a literal status in .set()", pattern: /\.set\(\{[^)]*?\bstatus:\s*["'`]/gs },
+  { what: "a literal status in .values()", pattern: /\.values\(\{[^)]*?\bstatus:\s*["'`]/gs },
+  { what: "SET status = '…'", pattern: /\bSET\b(?:(?!\bWHERE\b)[^`])*?\bstatus\s*=\s*'[A-Z_]+'/g },
+  {
+    what: "a quoted state among an INSERT's VALUES",
+    pattern: new RegExp(`\\bVALUES\\s*\\([^)]*${QUOTED_STATE.source}`, "g"),
+  },
+];
+
+function bypasses(files: { file: string; text: string }[]): string[] {
+  return files
+    .filter(({ file }) => !file.endsWith(path.join("db", "machines.ts")))
+    .flatMap(({ file, text }) =>
+      BYPASSES.flatMap(({ what, pattern }) =>
+        [...text.matchAll(pattern)].map((match) => {
+          const line = text.slice(0, match.index).split("\n").length;
+          return `${file}:${line}: ${what}`;
+        }),
+      ),
+    );
+}
+
+describe("the state machines as data", () => {
+  const files = sources(SERVER);
+
+  it("no status is written in src/server other than from a machine's transition", () => {
+    expect(bypasses(files)).toEqual([]);
+  });
+
+  it("the check finds each way of writing a status around the tables", () => {
+    const planted = [
+      'await tx.update(orders).set({ status: "SHIPPED", updatedAt: sql`now()` })',
+      "await tx.insert(paymentOrder).values({ userId, status: 'PENDING' })",
+      "sql`UPDATE refund_order SET updated_at = now(), status = 'REFUND_FAILED' WHERE id = ${id}`",
+      "sql`INSERT INTO idempotency_record (user_id, status) VALUES (${scope}, 'PROCESSING')`",
+    ];
+    expect(
+      bypasses(planted.map((text, i) => ({ file: `planted-${i}.ts`, text }))).map((b) => b.split(": ")[1]),
+    ).toEqual([
+      "a literal status in .set()",
+      "a literal status in .values()",
+      "SET status = '…'",
+      "a quoted state among an INSERT's VALUES",
+    ]);
+    // Reads and conditions are not writes.
+    expect(bypasses([{ file: "reads.ts", text: "sql`SELECT 1 FROM orders WHERE status = 'PAID'`" }])).toEqual(
+      [],
+    );
+  });
+
+  it("every transition of every table is made somewhere in the code", () => {
+    const code = files
+      .filter(({ file }) => !file.endsWith(path.join("db", "machines.ts")))
+      .map((f) => f.text)
+      .join("\n");
+    const unused = MACHINES.flatMap((machine) =>
+      Object.keys(machine.transitions)
+        .filter((name) => !new RegExp(`(\\.${name}\\b|"${name}"|\\b${name}\\.(to|from)\\b)`).test(code))
+        .map((name) => `${machine.name}.${name}`),
+    );
+    expect(unused).toEqual([]);
+  });
+
+  it("each table names only its own states, and every state is reached by some transition", () => {
+    for (const machine of MACHINES) {
+      const reached = new Set(Object.values(machine.transitions).map((t) => (t as { to: string }).to));
+      expect(
+        machine.states.filter((state) => !reached.has(state)),
+        machine.name,
+      ).toEqual(machine.name === "payment" ? ["FAILED"] : []);
+    }
+  });
+});
