@@ -55,10 +55,13 @@ describe("the state machines as data", () => {
   });
 
   it("the check finds each way of writing a status around the tables", () => {
+    // Source text as it would be written, placeholders and all.
     const planted = [
       'await tx.update(orders).set({ status: "SHIPPED", updatedAt: sql`now()` })',
       "await tx.insert(paymentOrder).values({ userId, status: 'PENDING' })",
+      // biome-ignore lint/suspicious/noTemplateCurlyInString: source text, not a template
       "sql`UPDATE refund_order SET updated_at = now(), status = 'REFUND_FAILED' WHERE id = ${id}`",
+      // biome-ignore lint/suspicious/noTemplateCurlyInString: source text, not a template
       "sql`INSERT INTO idempotency_record (user_id, status) VALUES (${scope}, 'PROCESSING')`",
     ];
     expect(
