@@ -137,6 +137,52 @@ describe("a refund superseded by one that then fails", () => {
   });
 });
 
+describe("an order short of stock whose automatic refund is superseded by the shopper's (found by the model checker)", () => {
+  test("what the order still keeps is refunded anew: it ends refunded in full", async ({
+    app,
+    mockPay,
+    database,
+  }) => {
+    const skuId = await scarceSku(app.db, 1);
+    const paid = await payThroughProvider(app, mockPay, [{ skuId, quantity: 1 }]);
+    // The last unit went elsewhere before the order was filled (written off, as stock counts do).
+    await database.sql`UPDATE sku SET stock = 0, initial_stock = initial_stock - 1 WHERE id = ${skuId}`;
+    await mockPayFault(mockPay, paid.outTradeNo, "REJECT_REFUNDS", 2);
+    const caller = createCaller({ app, userId: paid.userId, requestId: randomUUID() });
+    const half = randomUUID();
+    // The shopper's refund of half is rejected; the order runs short; its automatic refund of everything
+    // supersedes it, and is rejected too: the half fits again, both await the operator.
+    await caller.refunds.create({ orderId: paid.orderId, refundNo: half, amountCents: 935 });
+    await consumeOrderEvents(app.db, paid.orderId);
+    await submitPendingRefunds(app.db, app.payments);
+    expect((await refundsOf(database, paid.orderId)).map((r) => r.status)).toEqual([
+      "REFUND_FAILED",
+      "REFUND_FAILED",
+    ]);
+    // The operator retries the shopper's first: it is paid, and the automatic one no longer fits.
+    const [row] = await database.sql<{ provider_refund_no: string }[]>`
+      SELECT provider_refund_no FROM refund_order WHERE refund_no = ${half}`;
+    await retryFailedRefund(app.db, row?.provider_refund_no ?? "", app.payments);
+    await deliverAll(mockPay);
+    await submitPendingRefunds(app.db, app.payments);
+    await deliverAll(mockPay);
+    await consumeOrderEvents(app.db, paid.orderId);
+    expect(await refundsOf(database, paid.orderId)).toEqual([
+      { refund_no: half, amount: 935, status: "REFUND_SUCCESS", payment: "SUCCESS" },
+      {
+        refund_no: `sys/auto/${paid.orderId}`,
+        amount: 1870,
+        status: "REFUND_SUPERSEDED",
+        payment: "SUCCESS",
+      },
+      { refund_no: `sys/auto/${paid.orderId}/2`, amount: 935, status: "REFUND_SUCCESS", payment: "SUCCESS" },
+    ]);
+    const [order] = await database.sql`SELECT status FROM orders WHERE id = ${paid.orderId}`;
+    expect(order?.status).toBe("REFUNDED");
+    expect(await violations(app.db)).toEqual([]);
+  });
+});
+
 describe("a request id reused after its idempotency record expired", () => {
   test("another cart with the same total is refused (422), not answered with the old order", async ({
     app,
