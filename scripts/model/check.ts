@@ -73,8 +73,7 @@ export function storyOf(trail: string): string[] {
     const moved = /^(order|(?:pay|refund|trade)\[[^\]]+\]) = [OPRT]_(\w+)$/.exec(what);
     const money = /^(captured|back)\[([^\]]+)\] = /.exec(what);
     if (what === "shipped = 1") story.push(`${n?.padStart(4)} ${who?.padEnd(9)} the goods are shipped`);
-    else if (moved)
-      story.push(`${n?.padStart(4)} ${who?.padEnd(9)} ${nameOf(moved[1] ?? "")} → ${moved[2]}`);
+    else if (moved) story.push(`${n?.padStart(4)} ${who?.padEnd(9)} ${nameOf(moved[1] ?? "")} → ${moved[2]}`);
     else if (money) {
       const account = money[1] === "captured" ? "captured on" : "back to the shopper from";
       story.push(`${n?.padStart(4)} ${who?.padEnd(9)} money ${account} payment ${money[2]}`);
