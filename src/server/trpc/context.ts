@@ -63,7 +63,8 @@ export async function createTrpcContext(
     userId = newGuestId();
     issue(userId);
   } else if (session && Date.now() - session.issuedMs > SESSION_ROTATE_AFTER_MS) {
-    // Rotated on use once it is old: a copy taken long ago stops matching what the shopper holds.
+    // Issued anew on use once it is a day old: what the browser holds stays young (older copies still work
+    // until the shopper signs out everywhere else, which ends every cookie issued before).
     issue(userId);
   }
   const shopper = userId;
