@@ -32,6 +32,8 @@ import {
   stallReport,
 } from "./lib/chaos/checks";
 import { Cluster } from "./lib/chaos/cluster";
+import { History, readHistory } from "./lib/chaos/history";
+import { checkHistory, formatAnomaly, verdictLine } from "./lib/chaos/history-check";
 import { startOperator } from "./lib/chaos/operator";
 import { startProber } from "./lib/chaos/prober";
 import { Faults, Invariants, printReport } from "./lib/chaos/report";
@@ -160,6 +162,7 @@ async function runOnce(plan: RunPlan, adminUrl: string, ha?: HaRun): Promise<Run
   });
   const records: ShopperRecord[] = [];
   const writes = new WriteLog();
+  const history = new History();
   const windows: { fault: string; detail: string; from: number; to: number }[] = [];
   const started = Date.now();
   let stopOperator = async () => {};
@@ -168,7 +171,7 @@ async function runOnce(plan: RunPlan, adminUrl: string, ha?: HaRun): Promise<Run
     stopOperator = startOperator(db, cluster, faults);
     // With --ha, a steady write every 100 ms or so from each of two probers, so every failover meets writes.
     const stopProber = ha
-      ? startProber(cluster, faults, writes, { seed: plan.seed, loops: 2, gapMs: 100 })
+      ? startProber(cluster, faults, writes, { seed: plan.seed, loops: 2, gapMs: 100, history })
       : undefined;
     const skuIds = CATALOGUE.map((item) => item.id);
     let next = 0;
@@ -212,7 +215,9 @@ async function runOnce(plan: RunPlan, adminUrl: string, ha?: HaRun): Promise<Run
       Array.from({ length: plan.concurrency }, async () => {
         while (next < plan.shoppers) {
           const index = next++;
-          records.push(await runShopper({ seed: plan.seed, cluster, faults, skuIds, writes }, index));
+          records.push(
+            await runShopper({ seed: plan.seed, cluster, faults, skuIds, writes, history }, index),
+          );
           onFinished();
         }
       }),
@@ -239,9 +244,26 @@ async function runOnce(plan: RunPlan, adminUrl: string, ha?: HaRun): Promise<Run
       );
     invariants.check(
       "every acknowledged order is still in the database and still the answer to its request, after every fault (sent again at the end)",
-      ...(await checkAnswersHold(db, cluster, [...acknowledgedOrders(records), ...probed.orders], faults)),
+      ...(await checkAnswersHold(
+        db,
+        cluster,
+        [...acknowledgedOrders(records), ...probed.orders],
+        faults,
+        history,
+      )),
+    );
+    // Every client's operations and what it was told, read back from the file and checked against the
+    // database and MockPay (docs/chaos.md, "The history").
+    const historyFile = path.join(logDir, "history.jsonl");
+    history.save(historyFile);
+    const verdict = await checkHistory(db, readHistory(historyFile));
+    invariants.check(
+      `the history (${historyFile}): well formed, answers to one key agree, every acknowledged effect exists as told, every unknown outcome resolved to zero or one effect, money conserved as MockPay's books say`,
+      verdict.operations,
+      verdict.anomalies.map(formatAnomaly),
     );
     printReport(faults, invariants, (line) => log(line));
+    log(verdictLine(verdict));
     writeFileSync(path.join(logDir, "writes.json"), JSON.stringify({ windows, writes: writes.entries() }));
     const failovers = windows.map(({ fault, detail, from, to }): Failover => {
       const { held, longestSilence } = writes.during(from, to);

@@ -2,6 +2,7 @@ import type { Db } from "~/server/db/client";
 import { reconcile } from "~/server/reconciliation/reconcile";
 import { ChaosClient, sleep } from "./client";
 import { CHAOS_PAYMENT_TIMEOUT_S, type Cluster } from "./cluster";
+import type { History } from "./history";
 import type { Faults, Invariants } from "./report";
 import { Rng } from "./rng";
 import type { ShopperRecord } from "./shopper";
@@ -451,6 +452,7 @@ export async function checkAnswersHold(
   cluster: Cluster,
   acknowledged: AcknowledgedOrder[],
   faults: Faults,
+  history?: History,
 ): Promise<[number, string[]]> {
   const violations: string[] = [];
   // The database first: an instance's replay cache could still answer an order the database lost.
@@ -467,7 +469,13 @@ export async function checkAnswersHold(
   let next = 0;
   await Promise.all(
     Array.from({ length: 8 }, async (_, lane) => {
-      const client = new ChaosClient(cluster, Rng.forParticipant(0, lane), faults);
+      const client = new ChaosClient(
+        cluster,
+        Rng.forParticipant(0, lane),
+        faults,
+        undefined,
+        history?.for(`recheck ${lane}`),
+      );
       while (next < acknowledged.length) {
         const order = acknowledged[next++] as AcknowledgedOrder;
         const answer = await client

@@ -1,4 +1,5 @@
 import type { Cluster } from "./cluster";
+import type { Completion, ProcessHistory } from "./history";
 import type { Faults } from "./report";
 import type { Rng } from "./rng";
 import type { WriteLog } from "./write-log";
@@ -17,6 +18,23 @@ const RETRYABLE = new Set([
   "SERVICE_UNAVAILABLE",
   "RATE_LIMITED",
 ]);
+/** Answers that leave the outcome unknown to the client (the request may have had its effect, or not). */
+const UNKNOWN_OUTCOME = new Set(["IDEMPOTENCY_LEASE_LOST", "SERVICE_UNAVAILABLE"]);
+
+/**
+ * The key an operation is idempotent on, for the history (undefined: not logged). Creating an order and a
+ * refund are keyed by the client; cancelling, paying and asking the provider by the order; a Confirm at
+ * MockPay by the trade.
+ */
+function historyKey(path: string, input: unknown): string | undefined {
+  const fields = (input ?? {}) as Record<string, unknown>;
+  if (path === "checkout.createOrder") return String(fields.requestId);
+  if (path === "refunds.create") return String(fields.refundNo);
+  if (["orders.cancel", "payments.create", "payments.checkStatus"].includes(path))
+    return String(fields.orderId);
+  return undefined;
+}
+const CONFIRM = /^\/provider\/api\/trades\/([^/]+)\/confirm$/;
 
 export class GaveUp extends Error {}
 
@@ -44,6 +62,7 @@ export class ChaosClient {
     private readonly rng: Rng,
     private readonly faults: Faults,
     private readonly writes?: WriteLog,
+    private readonly history?: ProcessHistory,
   ) {}
 
   /** The session cookie (to come back as the same shopper later). */
@@ -86,12 +105,15 @@ export class ChaosClient {
   ): Promise<Answer<T>> {
     let lose = options.loseFirstAnswer ?? false;
     for (;;) {
+      const losing = lose;
       const answer = await this.withRetries(path, options.instance, true, (base) =>
-        this.send<T>(`${base}/api/trpc/${path}`, {
-          method: "POST",
-          headers: { "content-type": "application/json" },
-          body: JSON.stringify({ json: input }),
-        }),
+        this.logged(path, input, losing, () =>
+          this.send<T>(`${base}/api/trpc/${path}`, {
+            method: "POST",
+            headers: { "content-type": "application/json" },
+            body: JSON.stringify({ json: input }),
+          }),
+        ),
       );
       if (!lose) return answer;
       lose = false;
@@ -115,11 +137,15 @@ export class ChaosClient {
     expected: number[],
   ): Promise<{ status: number; body: string }> {
     const write = init.method === "POST";
+    const trade = write ? CONFIRM.exec(path)?.[1] : undefined;
     const began = Date.now();
     let failed = false;
     for (let attempt = 0; ; attempt++) {
       const base = this.cluster.url(this.rng.int(0, 1) + attempt);
       let status: number | string;
+      const op = trade
+        ? this.history?.invoke("mockpay.confirm", decodeURIComponent(trade), this.userId, {})
+        : undefined;
       try {
         const response = await fetch(`${base}${path}`, {
           ...init,
@@ -128,6 +154,10 @@ export class ChaosClient {
         });
         // The body is read here too: an instance killed mid-answer fails the read, not just the fetch.
         const text = await response.text();
+        // 303: MockPay took the Confirm (the trade is paid, or was closed); 410 and other 4xx: refused.
+        if (response.status === 303) op?.ok({ status: 303 }, this.userId);
+        else if (response.status >= 500) op?.info({ status: response.status }, this.userId);
+        else op?.fail(String(response.status), this.userId);
         if (expected.includes(response.status)) {
           if (write)
             this.writes?.record({ what: path.split("?")[0] ?? path, from: began, to: Date.now(), failed });
@@ -139,6 +169,7 @@ export class ChaosClient {
       } catch (error) {
         failed = true;
         status = String(error);
+        op?.info({ error: status.slice(0, 160) }, this.userId);
         this.faults.count("instance unreachable (client tries the other)");
       }
       if (attempt >= 40) throw new GaveUp(`${path}: ${status}`);
@@ -180,6 +211,38 @@ export class ChaosClient {
       this.faults.count(`client retry after ${code}`);
       await sleep(code === "RATE_LIMITED" ? 1_000 : 50 + Math.min(tries, 10) * 50);
     }
+  }
+
+  /**
+   * One attempt, written to the history: invoked, then answered (ok), refused (fail) or left unknown (info).
+   * `losing`: the answer is about to be thrown away, so the client is told nothing (info), unless it is one
+   * the client retries anyway.
+   */
+  private async logged<T>(
+    path: string,
+    input: unknown,
+    losing: boolean,
+    send: () => Promise<Answer<T>>,
+  ): Promise<Answer<T>> {
+    const key = historyKey(path, input);
+    const op: Completion | undefined =
+      key === undefined ? undefined : this.history?.invoke(path, key, this.userId, input);
+    let answer: Answer<T>;
+    try {
+      answer = await send();
+    } catch (error) {
+      op?.info({ error: String(error).slice(0, 160) }, this.userId);
+      throw error;
+    }
+    if (!op) return answer;
+    const code = answer.ok ? undefined : (answer.error.data.domainCode ?? answer.error.data.code);
+    if (losing && (code === undefined || !RETRYABLE.has(code)))
+      op.info({ lost: "the answer was thrown away after the server sent it" }, this.userId);
+    else if (code === undefined) op.ok(answer.ok ? answer.value : undefined, this.userId);
+    else if (UNKNOWN_OUTCOME.has(code) || (!answer.ok && answer.error.data.httpStatus >= 500))
+      op.info({ code }, this.userId);
+    else op.fail(code, this.userId);
+    return answer;
   }
 
   private async send<T>(url: string, init: RequestInit): Promise<Answer<T>> {

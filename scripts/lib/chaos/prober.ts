@@ -1,6 +1,7 @@
 import type { AcknowledgedOrder } from "./checks";
 import { ChaosClient, GaveUp, sleep } from "./client";
 import type { Cluster } from "./cluster";
+import type { History } from "./history";
 import type { Faults } from "./report";
 import { Rng } from "./rng";
 import type { WriteLog } from "./write-log";
@@ -15,18 +16,19 @@ export function startProber(
   cluster: Cluster,
   faults: Faults,
   writes: WriteLog,
-  options: { seed: number; loops: number; gapMs: number },
+  options: { seed: number; loops: number; gapMs: number; history?: History },
 ): () => Promise<{ orders: AcknowledgedOrder[]; gaveUp: string[] }> {
   let stopped = false;
   const orders: AcknowledgedOrder[] = [];
   const gaveUp: string[] = [];
   const loops = Array.from({ length: options.loops }, async (_, loop) => {
     const rng = Rng.forParticipant(options.seed, 2_000_000 + loop);
-    let client = new ChaosClient(cluster, rng, faults, writes);
+    const history = options.history?.for(`prober ${loop}`);
+    let client = new ChaosClient(cluster, rng, faults, writes, history);
     for (let n = 0; !stopped; n++) {
       // A new shopper every ten orders: one shopper's writes stay under the gateway's rate limit (429 would
       // read as unavailability). Its first order makes its session (no read first: a prober only writes).
-      if (n > 0 && n % 10 === 0) client = new ChaosClient(cluster, rng, faults, writes);
+      if (n > 0 && n % 10 === 0) client = new ChaosClient(cluster, rng, faults, writes, history);
       const probe: AcknowledgedOrder = {
         label: `prober ${loop}, order ${n}`,
         session: "",

@@ -1,5 +1,6 @@
 import { type Answer, ChaosClient, firstValue, sleep } from "./client";
 import { CHAOS_ADMIN_TOKEN, type Cluster } from "./cluster";
+import type { History } from "./history";
 import type { Faults } from "./report";
 import { Rng } from "./rng";
 import type { WriteLog } from "./write-log";
@@ -59,6 +60,8 @@ export interface ShopperContext {
   faults: Faults;
   skuIds: readonly string[];
   writes?: WriteLog;
+  /** Where each of the shopper's writes and what it was told are logged. */
+  history?: History;
 }
 
 const PAID = new Set(["PAID", "SHIPPED", "STOCK_SHORT", "REFUNDED"]);
@@ -101,6 +104,7 @@ export async function runShopper(ctx: ShopperContext, index: number): Promise<Sh
     Rng.forParticipant(ctx.seed, index + 1_000_000),
     ctx.faults,
     ctx.writes,
+    ctx.history?.for(`shopper ${index}`),
   );
   const record: ShopperRecord = {
     index,
