@@ -49,10 +49,13 @@ test("the order's story: the double click, MockPay's duplicates and the consumer
         const expected = [
           `executed ${db.service("first")}, replayed ${db.service("replayed")}, made ${db.service("waited")} wait`,
           `${delivered} delivered, ${processed} processed, ${duplicate} answered as duplicates`,
+          // Each copy MockPay sent again names what absorbed it: the payment's conditional update.
+          `${duplicate} × the conditional update PENDING → SUCCESS matched no row: the payment is already SUCCESS`,
         ];
         const shown = [
           (await page.getByTestId("story-service").textContent()) ?? "",
           (await page.getByTestId("story-provider").textContent()) ?? "",
+          (await page.getByTestId("story-provider-absorbers").textContent()) ?? "",
         ];
         return expected.every((text, i) => shown[i]?.includes(text)) && processed === 1 && delivered > 1;
       },
@@ -65,6 +68,12 @@ test("the order's story: the double click, MockPay's duplicates and the consumer
   await expect(page.getByTestId("story-consumer")).toContainText(`${db.consumed} applied`);
   // The effects drawn as taken: one per executed request, one per processed notification, one per consumer.
   expect(await story.locator(".mark.effect").count()).toBeGreaterThanOrEqual(2);
+  // The processed notification is a mark of its own, never under its duplicates; every absorbed mark names its absorber.
+  const absorbed = story.locator(".mark:not(.effect)");
+  for (const by of await absorbed.evaluateAll((marks) =>
+    marks.map((m) => m.getAttribute("data-absorbed-by")),
+  ))
+    expect(by).toBeTruthy();
 
   // The operator sees the same story for any order.
   await page.goto(`/admin/orders/${orderId}?token=${E2E_ADMIN_TOKEN}`);

@@ -109,6 +109,25 @@ describe("gateway", () => {
     expect(await orderCount(userId)).toBe(3);
   });
 
+  it("says which limit turned a request away: the duplicate window for copies of one key, the rate limit for distinct ones", async () => {
+    const rejections: { by: string; key?: string }[] = [];
+    const gateway = createGateway(
+      t.db,
+      { ...DEFAULT_GATEWAY_CONFIG, duplicatePoints: 1, ratePoints: 2, rateWindowS: 30 },
+      () => {},
+      (rejection) => rejections.push(rejection),
+    );
+    const userId = randomUUID();
+    await gateway.admit({ userId, route: "order.create", key: "k1" });
+    await expect(gateway.admit({ userId, route: "order.create", key: "k1" })).rejects.toThrow();
+    await gateway.admit({ userId, route: "order.create", key: "k2" });
+    await expect(gateway.admit({ userId, route: "order.create", key: "k3" })).rejects.toThrow();
+    expect(rejections.map((r) => [r.key, r.by])).toEqual([
+      ["k1", "the gateway's duplicate window (429: more than 1 copies of one key in 1 s)"],
+      ["k3", "the gateway's rate limit (429: more than 2 requests per shopper and operation in 30 s)"],
+    ]);
+  });
+
   it("is not the authority: disabled, the same storm still makes one order", async () => {
     const userId = randomUUID();
     const open = { ...app, gateway: createGateway(t.db, { ...DEFAULT_GATEWAY_CONFIG, enabled: false }) };

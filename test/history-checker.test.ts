@@ -290,6 +290,38 @@ describe("the history checker", () => {
     );
   });
 
+  test("the server's evidence for a key: two copies that took effect, and an absorbed copy that does not say what absorbed it", async ({
+    app,
+    database,
+  }) => {
+    const user = String(events().find((e) => e.key === keys.paid)?.user);
+    const row = (outcome: string, second: string, absorbedBy = "") =>
+      database.sql`INSERT INTO duplicate_attempt (layer, scope, subject, key, outcome, absorbed_by, second, count)
+                   VALUES ('service', ${user}, 'order.create', ${keys.paid}, ${outcome}, ${absorbedBy}, ${second}::timestamptz, 1)`;
+    await row("first", "2026-12-05T10:00:00Z");
+    await row("replayed", "2026-12-05T10:00:00Z", "the idempotency record (its stored answer)");
+    expect(await check(app.db, events())).toEqual([]);
+    await row("first", "2026-12-05T10:00:01Z");
+    await row("replayed", "2026-12-05T10:00:01Z");
+    try {
+      const found = await check(app.db, events());
+      expect(found).toEqual([
+        expect.stringMatching(
+          new RegExp(
+            `^checkout.createOrder ${keys.paid}: the server's attempt log has 2 copies that took effect`,
+          ),
+        ),
+        expect.stringMatching(
+          new RegExp(
+            `^checkout.createOrder ${keys.paid}: the server's attempt log has 1 absorbed copies that do not say what absorbed them`,
+          ),
+        ),
+      ]);
+    } finally {
+      await database.sql`DELETE FROM duplicate_attempt WHERE key = ${keys.paid}`;
+    }
+  });
+
   test("money: MockPay refunding other than the merchant recorded, and capturing a cancelled order's trade", async ({
     app,
     database,

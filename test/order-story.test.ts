@@ -3,8 +3,9 @@ import pino from "pino";
 import type { AppContext } from "~/server/app-context";
 import { handleConsumeJob } from "~/server/fulfilment/worker";
 import { ReplayCache } from "~/server/idempotency";
+import { ABSORBERS } from "~/server/idempotency/events";
 import { AttemptLog } from "~/server/observability/attempt-log";
-import { createTelemetry } from "~/server/observability/observer";
+import { CONSUMER_ABSORBERS, createTelemetry } from "~/server/observability/observer";
 import { orderStory } from "~/server/orders/story";
 import { createCaller } from "~/server/trpc/root";
 import { describe, expect, test } from "./support/fixtures";
@@ -46,13 +47,27 @@ const lane = (story: Awaited<ReturnType<typeof orderStory>>, layer: string) => {
 
 describe("the story of one order, from what the layers recorded", () => {
   for (const mode of [
-    { name: "one transaction, replay cache", oneTransaction: true, cached: true },
+    {
+      name: "one transaction, replay cache",
+      oneTransaction: true,
+      cached: true,
+      waitedFor: ABSORBERS.flight,
+      replayedBy: [ABSORBERS.cache, ABSORBERS.record],
+    },
     {
       name: "one transaction, no cache (the database's clock tells who waited)",
       oneTransaction: true,
       cached: false,
+      waitedFor: ABSORBERS.claim,
+      replayedBy: [ABSORBERS.record],
     },
-    { name: "two phases, no cache", oneTransaction: false, cached: false },
+    {
+      name: "two phases, no cache",
+      oneTransaction: false,
+      cached: false,
+      waitedFor: ABSORBERS.lease,
+      replayedBy: [ABSORBERS.record],
+    },
   ]) {
     test(`30 copies of one order request at once (${mode.name}): the client lane has 30, the record executed once and absorbed 29`, async ({
       app: plain,
@@ -89,8 +104,41 @@ describe("the story of one order, from what the layers recorded", () => {
       expect(service.effects).toBe(1);
       expect(lane(story, "client").count()).toBe(30);
       expect(story?.absorbed).toBe(29);
+      // Each absorbed copy names what absorbed it: the copies that waited, what they waited on; the
+      // replays, where their answer came from. Together they are the 29.
+      for (const m of service.marks.filter((m) => !m.effect)) {
+        if (m.outcome === "waited") expect(m.absorbedBy).toBe(mode.waitedFor);
+        else expect(mode.replayedBy).toContain(m.absorbedBy);
+      }
+      expect(service.marks.find((m) => m.effect)?.absorbedBy).toBe("");
+      expect(service.absorbers.reduce((sum, a) => sum + a.count, 0)).toBe(29);
+      expect(service.absorbers.map((a) => a.by)).toContain(mode.waitedFor);
     });
   }
+
+  test("a natural key's copies name the unique index or the conditional update that answered them", async ({
+    app: plain,
+  }) => {
+    const app = recording(plain);
+    const userId = randomUUID();
+    const caller = createCaller({ app, userId, requestId: randomUUID() });
+    const { orderId } = await caller.checkout.createOrder({
+      requestId: randomUUID(),
+      items: [{ skuId: "SKU-MUG", quantity: 1 }],
+    });
+    await Promise.all([caller.payments.create({ orderId }), caller.payments.create({ orderId })]);
+    await caller.payments.create({ orderId });
+    await caller.orders.cancel({ orderId });
+    await caller.orders.cancel({ orderId });
+    await app.attempts.flush();
+
+    const service = lane(await orderStory(app.db, { userId, orderId }), "service");
+    const absorbers = Object.fromEntries(service.absorbers.map((a) => [a.by, a.count]));
+    expect(absorbers).toMatchObject({
+      "the unique index payment_order_open_per_order_uq (the order's open payment answered)": 2,
+      "the conditional update PENDING_PAYMENT → CLOSED matched no row: the order is already CLOSED": 1,
+    });
+  });
 
   test("MockPay's duplicate notifications and a consumer's redelivery show on their lanes, each applied once", async ({
     app: plain,
@@ -126,6 +174,15 @@ describe("the story of one order, from what the layers recorded", () => {
     expect(consumer.count()).toBe(3);
     expect(consumer.count("APPLIED")).toBe(1);
     expect(consumer.count("DUPLICATE")).toBe(2);
+    // What absorbed them: MockPay's copies, the payment's conditional update (it had moved on); the queue's
+    // redeliveries, the consume record.
+    expect(provider.absorbers).toEqual([
+      {
+        by: "the conditional update PENDING → SUCCESS matched no row: the payment is already SUCCESS",
+        count: (delivered?.n ?? 0) - 1,
+      },
+    ]);
+    expect(consumer.absorbers).toEqual([{ by: CONSUMER_ABSORBERS.DUPLICATE, count: 2 }]);
   });
 
   test("the attempt log: a thousand copies in one second are one row counted a thousand; it stays bounded", async ({

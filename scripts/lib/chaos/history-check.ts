@@ -14,6 +14,8 @@ import type { HistoryLine } from "./history";
  *   resolved to zero or one effect, and if one, the one it asked for;
  * - every trade MockPay captured was confirmed by the shopper (ok or unknown), and the merchant applied
  *   it once (one capture in its ledger);
+ * - the server's evidence for each order and refund key (the attempt log the order's story draws) has at
+ *   most one copy that took effect, and every copy answered without running names what absorbed it;
  * - money is conserved per order, as MockPay's own books say: nothing refunded beyond what was captured;
  *   nothing kept by an order that ended keeping nothing, or by a payment that was not the order's; and
  *   an order that kept its goods was paid what its shopper was told, less its refunds.
@@ -32,6 +34,8 @@ export interface HistoryVerdict {
   /** Attempts whose outcome the client never learnt, and how many of their keys ended with an effect. */
   unknown: number;
   unknownResolved: { withEffect: number; without: number };
+  /** Copies of those keys the server absorbed, each naming what absorbed it (the story's evidence). */
+  absorbedCopies: number;
   anomalies: Anomaly[];
 }
 
@@ -69,7 +73,7 @@ export function verdictLine(v: HistoryVerdict): string {
   return (
     `history checker: ${v.operations} operations on ${v.keys} keys checked; ${v.unknown} outcomes unknown to ` +
     `the client resolved (${v.unknownResolved.withEffect} keys with their effect, ${v.unknownResolved.without} ` +
-    `without); anomalies ${v.anomalies.length}`
+    `without); ${v.absorbedCopies} copies the server absorbed, each naming what absorbed it; anomalies ${v.anomalies.length}`
   );
 }
 
@@ -454,7 +458,51 @@ export async function checkHistory(db: Db, events: HistoryLine[]): Promise<Histo
       });
   }
 
+  // The server's own evidence for the same keys (the attempt log the order's story draws): at most one
+  // copy took effect, and every copy answered without running names what absorbed it.
+  const keyed = [...orderKeys, ...refundKeys].filter((g) => g.user);
+  const subjectOf: Record<string, string> = {
+    "checkout.createOrder": "order.create",
+    "refunds.create": "refund.create",
+  };
+  const evidence = await sql<
+    { subject: string; key: string; firsts: number; unnamed: number; absorbed: number }[]
+  >`
+    SELECT a.subject, a.key,
+           coalesce(sum(a.count) FILTER (WHERE a.outcome = 'first'), 0)::int AS firsts,
+           coalesce(sum(a.count) FILTER (WHERE a.outcome IN ('replayed', 'waited', 'replayed_error', 'conflict', 'mismatch')
+                                           AND a.absorbed_by = ''), 0)::int AS unnamed,
+           coalesce(sum(a.count) FILTER (WHERE a.absorbed_by <> ''), 0)::int AS absorbed
+      FROM duplicate_attempt a
+      JOIN unnest(${keyed.map((g) => g.user)}::text[], ${keyed.map((g) => subjectOf[g.f] ?? "")}::text[],
+                  ${keyed.map((g) => g.key)}::text[]) AS k(scope, subject, key)
+        ON a.scope = k.scope AND a.subject = k.subject AND a.key = k.key
+     WHERE a.layer = 'service'
+     GROUP BY 1, 2`;
+  const groupOf = new Map(keyed.map((g) => [`${subjectOf[g.f]}\u0000${g.key}`, g]));
+  let absorbedCopies = 0;
+  for (const row of evidence) {
+    absorbedCopies += row.absorbed;
+    const g = groupOf.get(`${row.subject}\u0000${row.key}`);
+    if (!g) continue;
+    if (row.firsts > 1)
+      anomalies.push({
+        f: g.f,
+        key: g.key,
+        message: `the server's attempt log has ${row.firsts} copies that took effect`,
+        lines: lines(g.attempts),
+      });
+    if (row.unnamed > 0)
+      anomalies.push({
+        f: g.f,
+        key: g.key,
+        message: `the server's attempt log has ${row.unnamed} absorbed copies that do not say what absorbed them`,
+        lines: lines(g.attempts),
+      });
+  }
+
   return {
+    absorbedCopies,
     operations: attempts.length,
     keys: groups.length,
     unknown: attempts.filter((a) => a.outcome === "info").length,

@@ -183,6 +183,19 @@ export const MACHINES = [
 ] as const;
 
 /** The one state a transition moves from (for a conditional update on a single FROM). */
+/**
+ * In words, what absorbed a copy whose conditional update matched no row: the story of an order names it
+ * (`the conditional update PENDING → SUCCESS matched no row: the payment is already SUCCESS`).
+ */
+export function absorbedByUpdate<S extends string>(
+  machine: Machine<S, string>,
+  transition: Transition<S>,
+  now?: string,
+): string {
+  const state = now ? `the ${machine.name} is already ${now}` : `the ${machine.name} has moved on`;
+  return `the conditional update ${transition.from.join(" | ")} → ${transition.to} matched no row: ${state}`;
+}
+
 export function onlyFrom<S extends string>(transition: Transition<S>): S {
   const [from, ...more] = transition.from;
   if (from === undefined || more.length > 0)

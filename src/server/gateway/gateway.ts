@@ -71,7 +71,7 @@ export function createGateway(
   db: Db,
   config: GatewayConfig,
   onStoreError: (err: unknown) => void = () => {},
-  onReject: (rejection: { route: string; scope?: string; key?: string }) => void = () => {},
+  onReject: (rejection: { route: string; scope?: string; key?: string; by: string }) => void = () => {},
 ): Gateway {
   if (!config.enabled) {
     return {
@@ -94,20 +94,30 @@ export function createGateway(
   const rate = limiter("rate", config.ratePoints, config.rateWindowS);
   const identities = limiter("ip-identity", config.identityPoints, 60);
   const clientWrites = limiter("ip-write", config.clientWritePoints, config.rateWindowS);
+  const describeLimit = (limit: RateLimiterAbstract | undefined) =>
+    limit === duplicates
+      ? `the gateway's duplicate window (429: more than ${config.duplicatePoints} copies of one key in ${config.duplicateWindowS} s)`
+      : limit === rate
+        ? `the gateway's rate limit (429: more than ${config.ratePoints} requests per shopper and operation in ${config.rateWindowS} s)`
+        : "the gateway's per-address limit (429)";
   /** Consumes one point of each limiter in turn; turned away at the first that is spent. */
   const consume = async (
     route: string,
     points: [RateLimiterAbstract, string][],
     request: { scope?: string; key?: string } = {},
   ) => {
+    let turnedAwayBy = 0;
     try {
-      for (const [limit, key] of points) await limit.consume(key);
+      for (const [limit, key] of points) {
+        await limit.consume(key);
+        turnedAwayBy++;
+      }
     } catch (error) {
       if (!(error instanceof RateLimiterRes)) {
         onStoreError(error);
         return;
       }
-      onReject({ route, ...request });
+      onReject({ route, ...request, by: describeLimit(points[turnedAwayBy]?.[0]) });
       throw new DomainError("RATE_LIMITED", "Too many requests; retry shortly with the same key.", {
         retryable: true,
         retryAfterMs: Math.max(error.msBeforeNext, 100),

@@ -4,7 +4,7 @@ import { type Db, type HeldConnection, holdConnection, type Tx } from "~/server/
 import { IDEMPOTENCY_MACHINE, onlyFrom } from "~/server/db/machines";
 import { DomainError, type DomainErrorCode, isDomainError, unavailableIfTransient } from "~/server/errors";
 import { pipelined } from "~/shared/postgres-driver";
-import type { IdempotencyEvent, IdempotencyOutcome } from "./events";
+import { ABSORBERS, type Absorber, type IdempotencyEvent, type IdempotencyOutcome } from "./events";
 import { fingerprint as fingerprintOf } from "./fingerprint";
 import { cacheKeyOf, type ReplayCache } from "./replay-cache";
 
@@ -214,15 +214,18 @@ export async function runIdempotent<T>(
   config: IdempotencyConfig = DEFAULT_IDEMPOTENCY_CONFIG,
 ): Promise<IdempotentResult<T>> {
   const started = Date.now();
-  const emit = (outcome: IdempotencyOutcome) =>
+  const trace: Trace = { waited: false };
+  const emit = (outcome: IdempotencyOutcome) => {
+    const absorbedBy = absorberOf(outcome, trace);
     config.observe?.({
       bizType: op.bizType,
       key: op.key,
       scope: op.scope,
       outcome,
       durationMs: Date.now() - started,
+      ...(absorbedBy ? { absorbedBy } : {}),
     });
-  const trace: Trace = { waited: false };
+  };
   try {
     const requestFingerprint = fingerprintOf(op.bizType, op.request);
     const result = config.cache
@@ -236,9 +239,19 @@ export async function runIdempotent<T>(
   }
 }
 
-/** What one call went through, for its observer: whether it waited for another copy of itself. */
+/** What answered a copy that did not run: a replay's source (the record unless the trace says otherwise), or a refusal's reason. */
+function absorberOf(outcome: IdempotencyOutcome, trace: Trace): string | undefined {
+  if (outcome === "mismatch") return ABSORBERS.fingerprint;
+  if (outcome === "conflict") return ABSORBERS.conflict;
+  if (outcome === "replayed" || outcome === "waited" || outcome === "replayed_error")
+    return ABSORBERS[trace.by ?? "record"];
+  return undefined;
+}
+
+/** What one call went through, for its observer: whether it waited for another copy of itself, and what answered it. */
 interface Trace {
   waited: boolean;
+  by?: Exclude<Absorber, "conflict" | "fingerprint">;
 }
 
 function runUncached<T>(
@@ -289,6 +302,7 @@ async function runCached<T>(
     const hit = cache.get(key);
     if (hit) {
       if (hit.fingerprint !== requestFingerprint) throw keyReused();
+      trace.by ??= "cache";
       return replay<T>(hit);
     }
     const flight = await cache.once(key, () =>
@@ -297,6 +311,7 @@ async function runCached<T>(
     if (flight.ran) return flight.value;
     // Another copy of this request was running in this instance: this one waited for it.
     trace.waited = true;
+    trace.by = "flight";
   }
 }
 
@@ -383,7 +398,10 @@ async function inOneTransaction<T>(call: Call<T>): Promise<IdempotentResult<T>> 
         ended = true;
         const started = timed.status === "fulfilled" ? timed.value[0]?.started : undefined;
 
-        if (existing && started !== undefined && existing.finished > started) call.trace.waited = true;
+        if (existing && started !== undefined && existing.finished > started) {
+          call.trace.waited = true;
+          call.trace.by = "claim";
+        }
         attempt = { existing: existing ? { ...existing, askedAt } : undefined };
       } else {
         const [row] = claimed.status === "fulfilled" ? claimed.value : [];
@@ -520,6 +538,7 @@ export async function acquire(
     if (found !== "again") return found;
     if (existing?.status === "PROCESSING") {
       trace.waited = true;
+      trace.by = "lease";
       await sleep(Math.min(pause, Math.max(0, deadline - Date.now())));
       pause = Math.min(pause * 2, 200);
     }

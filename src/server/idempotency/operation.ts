@@ -47,7 +47,13 @@ export type OperationKey<I> =
    * The business key is in the input (`describe` says which) and a unique index decides: over tRPC
    * there is no record, and execute answers the existing object; over REST the Idempotency-Key adds one.
    */
-  | { kind: "natural"; describe: string; of: (input: I) => string };
+  | {
+      kind: "natural";
+      describe: string;
+      of: (input: I) => string;
+      /** What answers a copy when the object exists already (a unique index by name, a conditional update's FROM state): the story shows it. */
+      absorbedBy: string;
+    };
 
 export interface OperationContext<D> {
   userId: string;
@@ -143,6 +149,7 @@ export async function runOperation<S extends z.ZodType, R, D, I = z.output<S>>(
         scope: call.userId,
         outcome: executed.existed ? "replayed" : "first",
         durationMs: Date.now() - started,
+        ...(executed.existed ? { absorbedBy: op.key.absorbedBy } : {}),
       });
     }
   } else {

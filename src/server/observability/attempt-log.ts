@@ -8,6 +8,8 @@ export interface Attempt {
   subject: string;
   key: string;
   outcome: string;
+  /** What answered it instead of running it (none for one that took effect). */
+  absorbedBy?: string;
 }
 
 interface Tallied extends Attempt {
@@ -55,17 +57,17 @@ export class AttemptLog {
     this.tally = new Map();
     if (taken.length === 0) return 0;
     try {
-      // One statement of seven arrays, whatever the number of rows: building a multi-row VALUES list per
+      // One statement of eight arrays, whatever the number of rows: building a multi-row VALUES list per
       // flush cost the replay path measurable CPU in the bench.
       const column = <K extends keyof Tallied>(key: K) => taken.map((row) => row[key]);
       await this.db.$client`
-        INSERT INTO duplicate_attempt (layer, scope, subject, key, outcome, second, count)
-        SELECT layer, scope, subject, key, outcome, to_timestamp(second), count
+        INSERT INTO duplicate_attempt (layer, scope, subject, key, outcome, absorbed_by, second, count)
+        SELECT layer, scope, subject, key, outcome, absorbed_by, to_timestamp(second), count
           FROM unnest(${column("layer")}::text[], ${column("scope")}::text[], ${column("subject")}::text[],
-                      ${column("key")}::text[], ${column("outcome")}::text[], ${column("second")}::float8[],
-                      ${column("count")}::int[])
-               AS t(layer, scope, subject, key, outcome, second, count)
-        ON CONFLICT (scope, key, layer, subject, outcome, second)
+                      ${column("key")}::text[], ${column("outcome")}::text[], ${taken.map((row) => row.absorbedBy ?? "")}::text[],
+                      ${column("second")}::float8[], ${column("count")}::int[])
+               AS t(layer, scope, subject, key, outcome, absorbed_by, second, count)
+        ON CONFLICT (scope, key, layer, subject, outcome, absorbed_by, second)
         DO UPDATE SET count = duplicate_attempt.count + excluded.count`;
       if (Date.now() - this.lastPrune > 60_000) {
         this.lastPrune = Date.now();
@@ -88,4 +90,4 @@ export class AttemptLog {
 }
 
 const idOf = (a: Attempt, second: number) =>
-  `${a.layer}\u0000${a.scope}\u0000${a.subject}\u0000${a.key}\u0000${a.outcome}\u0000${second}`;
+  `${a.layer}\u0000${a.scope}\u0000${a.subject}\u0000${a.key}\u0000${a.outcome}\u0000${a.absorbedBy ?? ""}\u0000${second}`;

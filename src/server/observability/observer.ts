@@ -39,7 +39,15 @@ export interface GatewayRejection {
   /** The shopper and the request's key, when the route has one. */
   scope?: string;
   key?: string;
+  /** Which limit turned it away, in words (the story shows it). */
+  by?: string;
 }
+
+/** What a consumer's outcome other than APPLIED means: what absorbed the delivery. */
+export const CONSUMER_ABSORBERS: Record<string, string> = {
+  DUPLICATE: "the consume record (one per event and consumer: the event was applied before)",
+  SKIPPED: "the consumer's guard on the order's state (nothing left to do)",
+};
 
 export const NOOP_OBSERVER: Observer = {
   idempotency: () => {},
@@ -120,6 +128,7 @@ export function createTelemetry(log: Logger, attempts?: AttemptLog): Telemetry {
         subject: event.bizType,
         key: event.key,
         outcome: event.outcome,
+        absorbedBy: event.absorbedBy ?? "",
       });
       const level = event.outcome === "mismatch" || event.outcome === "unavailable" ? "warn" : "info";
       log[level](
@@ -155,6 +164,7 @@ export function createTelemetry(log: Logger, attempts?: AttemptLog): Telemetry {
         subject: event.consumer,
         key: event.eventId,
         outcome: event.outcome,
+        absorbedBy: CONSUMER_ABSORBERS[event.outcome] ?? "",
       });
       log.info({ ...event }, "event consumed");
     },
@@ -168,6 +178,7 @@ export function createTelemetry(log: Logger, attempts?: AttemptLog): Telemetry {
           subject: event.route,
           key: event.key,
           outcome: "rejected",
+          absorbedBy: event.by ?? "the gateway (429)",
         });
       }
     },

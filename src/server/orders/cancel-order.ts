@@ -1,6 +1,6 @@
 import { and, eq, inArray, sql } from "drizzle-orm";
 import { releaseCoupon } from "~/server/coupons/coupons";
-import { ORDER_MACHINE } from "~/server/db/machines";
+import { absorbedByUpdate, ORDER_MACHINE } from "~/server/db/machines";
 import { orders, paymentOrder } from "~/server/db/schema";
 import { DomainError } from "~/server/errors";
 import { defineOperation, type OperationContext } from "~/server/idempotency";
@@ -26,6 +26,7 @@ export const cancelOrderOperation = defineOperation({
   key: {
     kind: "natural",
     describe: "the order: PENDING_PAYMENT → CLOSED happens once",
+    absorbedBy: absorbedByUpdate(ORDER_MACHINE, ORDER_MACHINE.transitions.close, "CLOSED"),
     of: (input) => input.orderId,
   },
   storedErrors: ["ORDER_NOT_FOUND", "ORDER_NOT_CANCELLABLE"],

@@ -3,13 +3,18 @@ import type { Executor } from "~/server/db/client";
 import { DomainError } from "~/server/errors";
 import type { OrderRef } from "./order-ref";
 
-/** One or more attempts in one second on one lane; `effect`: the one that changed something. */
+/**
+ * One or more attempts in one second on one lane, with the same outcome and absorber; `effect`: the one
+ * that changed something.
+ */
 export interface StoryMark {
   at: Date;
   count: number;
   outcome: string;
   what: string;
   effect: boolean;
+  /** For copies that changed nothing: what absorbed them (the replay cache, the record, a unique index, …). */
+  absorbedBy: string;
 }
 
 export type StoryLayer = "client" | "gateway" | "service" | "provider" | "consumer" | "refund";
@@ -20,6 +25,8 @@ export interface StoryLane {
   /** In words: how many arrived, how many took effect, what happened to the rest. */
   summary: string;
   marks: StoryMark[];
+  /** Every absorber on the lane and how many copies it absorbed, most first. */
+  absorbers: { by: string; count: number }[];
 }
 
 export interface OrderStory {
@@ -29,7 +36,15 @@ export interface OrderStory {
   absorbed: number;
 }
 
-type Row = { layer: StoryLayer; what: string; outcome: string; at: Date; count: number; effect: boolean };
+type Row = {
+  layer: StoryLayer;
+  what: string;
+  outcome: string;
+  at: Date;
+  count: number;
+  effect: boolean;
+  absorbed_by: string;
+};
 
 /**
  * What happened to one order, lane by lane, from the rows the layers left: the attempts counted per key
@@ -58,16 +73,20 @@ export async function orderStory(db: Executor, order: OrderRef): Promise<OrderSt
            OR (r.biz_type = 'refund.create' AND r.biz_id IN (SELECT refund_no FROM refund_order WHERE user_id = o.user_id AND order_id = o.id)))
     )
     SELECT CASE WHEN a.layer = 'service' AND k.biz_type = 'refund.create' THEN 'refund' ELSE a.layer END AS layer,
-           a.subject AS what, a.outcome, a.second AS at, a.count::int AS count, a.outcome = 'first' AS effect
+           a.subject AS what, a.outcome, a.second AS at, a.count::int AS count, a.outcome = 'first' AS effect,
+           a.absorbed_by
       FROM duplicate_attempt a JOIN keys k ON a.scope = k.scope AND a.key = k.key
      WHERE a.layer IN ('gateway', 'service')
     UNION ALL
-    SELECT 'provider', n.type, n.outcome, date_trunc('second', n.received_at), count(*)::int, n.outcome = 'PROCESSED'
+    -- A notification that changed nothing says why in its detail: the conditional update that matched no row.
+    SELECT 'provider', n.type, n.outcome, date_trunc('second', n.received_at), count(*)::int, n.outcome = 'PROCESSED',
+           CASE WHEN n.outcome = 'PROCESSED' THEN '' ELSE n.detail END
       FROM payment_notification n JOIN payment_order p ON p.out_trade_no = n.out_trade_no, o
      WHERE p.user_id = o.user_id AND p.order_id = o.id
-     GROUP BY 1, 2, 3, 4, 6
+     GROUP BY 1, 2, 3, 4, 6, 7
     UNION ALL
-    SELECT 'consumer', a.subject || ' ← ' || e.event_type, a.outcome, a.second, a.count::int, a.outcome = 'APPLIED'
+    SELECT 'consumer', a.subject || ' ← ' || e.event_type, a.outcome, a.second, a.count::int, a.outcome = 'APPLIED',
+           a.absorbed_by
       FROM duplicate_attempt a JOIN outbox_event e ON a.key = e.id::text, o
      WHERE a.layer = 'consumer' AND e.user_id = o.user_id AND e.aggregate_id = o.id::text
     ORDER BY at`);
@@ -80,6 +99,11 @@ export async function orderStory(db: Executor, order: OrderRef): Promise<OrderSt
         outcome: row.outcome,
         what: row.what,
         effect: row.effect,
+        absorbedBy: row.effect
+          ? ""
+          : row.absorbed_by ||
+            NOT_ABSORBED[row.outcome] ||
+            `${row.outcome} (counted before absorbers were named)`,
       }));
   const total = (list: StoryMark[], filter: (m: StoryMark) => boolean = () => true) =>
     list.filter(filter).reduce((sum, m) => sum + m.count, 0);
@@ -96,7 +120,7 @@ export async function orderStory(db: Executor, order: OrderRef): Promise<OrderSt
   const refund = marks("refund");
   const waited = total(service, (m) => m.outcome === "waited");
   const replayed = total(service, (m) => m.outcome === "replayed");
-  const lanes: StoryLane[] = [
+  const lanes: Omit<StoryLane, "absorbers">[] = [
     {
       layer: "client",
       title: "Client",
@@ -137,7 +161,27 @@ export async function orderStory(db: Executor, order: OrderRef): Promise<OrderSt
   const absorbed = lanes
     .filter((lane) => lane.layer !== "client")
     .reduce((sum, lane) => sum + total(lane.marks, (m) => !m.effect), 0);
-  return { orderId, lanes, absorbed };
+  return {
+    orderId,
+    lanes: lanes.map((lane) => ({
+      ...lane,
+      absorbers: lane.layer === "client" ? [] : absorbersOf(lane.marks),
+    })),
+    absorbed,
+  };
+}
+
+/** Outcomes that took no effect without anything absorbing them: what they were instead. */
+const NOT_ABSORBED: Record<string, string> = {
+  stored_error: "no effect: a business refusal, stored and replayed for the key",
+  released: "no effect: it failed, and the key was freed for a retry",
+  unavailable: "no effect: the database was unavailable (503)",
+};
+
+function absorbersOf(marks: StoryMark[]): { by: string; count: number }[] {
+  const counts = new Map<string, number>();
+  for (const m of marks) if (!m.effect) counts.set(m.absorbedBy, (counts.get(m.absorbedBy) ?? 0) + m.count);
+  return [...counts.entries()].map(([by, count]) => ({ by, count })).sort((a, b) => b.count - a.count);
 }
 
 /** The story of one of the shopper's own orders (ORDER_NOT_FOUND for anyone else's). */

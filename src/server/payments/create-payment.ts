@@ -41,6 +41,7 @@ export const createPaymentOperation = defineOperation({
   key: {
     kind: "natural",
     describe: "the order: one open payment per order (a partial unique index)",
+    absorbedBy: "the unique index payment_order_open_per_order_uq (the order's open payment answered)",
     of: (input) => input.orderId,
   },
   storedErrors: ["ORDER_NOT_FOUND", "ORDER_NOT_PAYABLE"],

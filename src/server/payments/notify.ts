@@ -1,6 +1,12 @@
 import { and, eq, inArray, sql } from "drizzle-orm";
 import type { Db, Tx } from "~/server/db/client";
-import { ORDER_MACHINE, onlyFrom, PAYMENT_MACHINE, REFUND_MACHINE } from "~/server/db/machines";
+import {
+  absorbedByUpdate,
+  ORDER_MACHINE,
+  onlyFrom,
+  PAYMENT_MACHINE,
+  REFUND_MACHINE,
+} from "~/server/db/machines";
 import { orders, outboxEvent, paymentNotification, paymentOrder, refundOrder } from "~/server/db/schema";
 import { postCapture, postRefundMove } from "~/server/ledger/ledger";
 import type { Observer } from "~/server/observability/observer";
@@ -213,11 +219,11 @@ async function applySuccess(tx: Tx, payment: PaymentKey, n: NotificationBody): P
       (current?.status === "SUCCESS" || current?.status === "PAID_LATE") &&
       current.transactionId === n.transaction_id
     ) {
-      return ok("DUPLICATE", "already processed");
+      return ok("DUPLICATE", absorbedByUpdate(PAYMENT_MACHINE, PAYMENT.succeed, current.status));
     }
     return ok(
       "DUPLICATE",
-      `payment is ${current?.status} under transaction ${current?.transactionId}; this one differs`,
+      `${absorbedByUpdate(PAYMENT_MACHINE, PAYMENT.succeed, current?.status)} under transaction ${current?.transactionId}; this one differs`,
       true,
     );
   }
@@ -338,5 +344,8 @@ async function applyClosed(tx: Tx, payment: PaymentKey): Promise<Verdict> {
     )
     .returning({ id: paymentOrder.id });
   if (closed) return ok("PROCESSED", "payment closed");
-  return ok("IGNORED", "payment already decided; a late close changes nothing");
+  return ok(
+    "IGNORED",
+    `${absorbedByUpdate(PAYMENT_MACHINE, PAYMENT.close)} (decided; a late close changes nothing)`,
+  );
 }

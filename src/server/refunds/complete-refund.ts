@@ -1,7 +1,7 @@
 import { and, eq, inArray, sql } from "drizzle-orm";
 import { releaseCoupon } from "~/server/coupons/coupons";
 import type { Tx } from "~/server/db/client";
-import { ORDER_MACHINE } from "~/server/db/machines";
+import { absorbedByUpdate, ORDER_MACHINE, REFUND_MACHINE } from "~/server/db/machines";
 import { orders, outboxEvent, type paymentOrder, refundOrder } from "~/server/db/schema";
 import { paymentBalances } from "~/server/ledger/ledger";
 import { isOrder } from "~/server/orders/order-ref";
@@ -69,7 +69,10 @@ export async function applyRefundSucceeded(
       .select({ status: refundOrder.status })
       .from(refundOrder)
       .where(and(eq(refundOrder.userId, refund.userId), eq(refundOrder.id, refund.id)));
-    return ok("DUPLICATE", `refund already processed (${current?.status})`);
+    return ok(
+      "DUPLICATE",
+      absorbedByUpdate(REFUND_MACHINE, REFUND_MACHINE.transitions.succeed, current?.status),
+    );
   }
   // Cheap, and right whatever this refund was before (the status read above may be stale): a refund
   // that was rejected here and succeeded after all leaves less room for the other rejected ones.
@@ -140,7 +143,8 @@ export async function applyRefundFailed(
   const failed = await moveRefund(tx, refund, "failAfterAcceptance", {
     failureReason: "failed at the provider after it was accepted",
   });
-  if (!failed) return ok("DUPLICATE", "refund already decided");
+  if (!failed)
+    return ok("DUPLICATE", absorbedByUpdate(REFUND_MACHINE, REFUND_MACHINE.transitions.failAfterAcceptance));
   const { superseded } = await restateRejectedRefunds(
     tx,
     payment,

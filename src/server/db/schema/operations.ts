@@ -82,12 +82,25 @@ export const duplicateAttempt = pgTable(
     key: text().notNull(),
     /** first, replayed, waited, conflict, mismatch, rejected (gateway); APPLIED, DUPLICATE, … (consumer). */
     outcome: text().notNull(),
+    /**
+     * What answered these copies instead of running them, in words: the replay cache, the idempotency record,
+     * a unique index by name, a conditional update's FROM state, the consume record ("" for one that took effect).
+     */
+    absorbedBy: text().notNull().default(""),
     /** The second the attempts arrived in. */
     second: timestamp({ withTimezone: true }).notNull(),
     count: integer().notNull(),
   },
   (t) => [
-    uniqueIndex("duplicate_attempt_uq").on(t.scope, t.key, t.layer, t.subject, t.outcome, t.second),
+    uniqueIndex("duplicate_attempt_uq").on(
+      t.scope,
+      t.key,
+      t.layer,
+      t.subject,
+      t.outcome,
+      t.absorbedBy,
+      t.second,
+    ),
     index("duplicate_attempt_second_idx").on(t.second),
     inList("duplicate_attempt_layer_valid", "layer", ATTEMPT_LAYERS),
   ],
