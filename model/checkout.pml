@@ -18,8 +18,6 @@
 #define NPAY 2
 #define NREF 4
 
-mtype = { T_NONE, T_WAITING, T_PAID, T_CLOSED };
-
 /* A refund someone still acts on: to be sent, at the provider, or rejected and awaiting the operator. */
 #define pending(r) (refund[r] == R_REFUND_CREATED || refund[r] == R_REFUND_PROCESSING || refund[r] == R_REFUND_FAILED)
 /* A payment with a refund under way. */
@@ -164,16 +162,16 @@ inline applyRefundSucceeded(r) {
 /* A shopper: places the order, pays (maybe twice, maybe cancels), and may ask a refund. */
 proctype Shopper() {
   order_place(ok);
-  atomic { payment_open(0, ok); trade[0] = T_WAITING };
+  atomic { payment_open(0, ok); MockPay_trade_open(0, ok) };
   if
-  :: atomic { trade[0] == T_WAITING -> trade[0] = T_PAID }     /* Confirm at MockPay */
+  :: atomic { trade[0] == T_WAITING -> MockPay_trade_pay(0, ok) }   /* Confirm at MockPay */
   :: skip                                                     /* walks away, or is slow */
   fi;
   if
-  :: atomic { order == O_PENDING_PAYMENT -> order_close(ok); if :: trade[0] == T_WAITING -> trade[0] = T_CLOSED; applyClosed(0) :: else -> skip fi }
-  :: atomic { pay[0] == P_CLOSED && order == O_PENDING_PAYMENT && !otherOpen(0) -> payment_open(1, ok); trade[1] = T_WAITING };
+  :: atomic { order == O_PENDING_PAYMENT -> order_close(ok); if :: trade[0] == T_WAITING -> MockPay_trade_close(0, ok); applyClosed(0) :: else -> skip fi }
+  :: atomic { pay[0] == P_CLOSED && order == O_PENDING_PAYMENT && !otherOpen(0) -> payment_open(1, ok); MockPay_trade_open(1, ok) };
      if
-     :: atomic { trade[1] == T_WAITING -> trade[1] = T_PAID }
+     :: atomic { trade[1] == T_WAITING -> MockPay_trade_pay(1, ok) }
      :: skip
      fi
   :: skip

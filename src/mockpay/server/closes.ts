@@ -1,6 +1,7 @@
 import { sql } from "drizzle-orm";
 import { CLOSE_API, type CloseAnswer, closeRequestSchema } from "~/shared/provider-contract";
 import type { MockPayDb } from "./db";
+import { TRADE_MACHINE } from "./machine";
 import { providerTrade } from "./schema";
 import { readSignedRequest, refused, type SignedAnswer, signedAnswer } from "./signed";
 import { cancelTrade } from "./trades";
@@ -31,7 +32,7 @@ export async function processCloseRequest(
       currency: request.currency,
       notifyUrl: "",
       returnUrl: "/",
-      status: "CLOSED",
+      status: TRADE_MACHINE.transitions.closeUnopened.to,
       updatedAt: sql`now()`,
     })
     .onConflictDoNothing({ target: [providerTrade.appId, providerTrade.outTradeNo] });

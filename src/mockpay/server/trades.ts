@@ -6,9 +6,14 @@ import {
   type TradeStatus,
   verifyPayRequest,
 } from "~/shared/provider-contract";
+import { onlyFrom, type Transition } from "~/shared/state-machine";
 import type { MockPayDb, MockPayExecutor } from "./db";
 import { MockPayError } from "./errors";
+import { TRADE_MACHINE } from "./machine";
 import { providerNotification, providerRefund, providerTrade } from "./schema";
+
+const TRADE = TRADE_MACHINE.transitions;
+type ProviderTradeStatus = (typeof TRADE_MACHINE.states)[number];
 
 export type ProviderTrade = typeof providerTrade.$inferSelect;
 
@@ -48,6 +53,7 @@ export async function openTrade(
       notifyUrl: request.notify_url,
       returnUrl: request.return_url,
       expiresAt,
+      status: TRADE.open.to,
     })
     .onConflictDoNothing({ target: [providerTrade.appId, providerTrade.outTradeNo] })
     .returning();
@@ -87,8 +93,8 @@ export async function confirmTrade(db: MockPayDb, appId: string, outTradeNo: str
     db,
     appId,
     outTradeNo,
+    TRADE.pay,
     {
-      status: "PAID",
       transactionId: `T${Date.now()}${randomBytes(5).toString("hex").toUpperCase()}`,
       paidAt: sql`now()`,
     },
@@ -99,40 +105,41 @@ export async function confirmTrade(db: MockPayDb, appId: string, outTradeNo: str
 
 /** A WAITING trade past its expiry closes (once, with its notification). */
 function expireTrade(db: MockPayDb, trade: ProviderTrade): Promise<ProviderTrade> {
-  return settleTrade(db, trade.appId, trade.outTradeNo, { status: "CLOSED" });
+  return settleTrade(db, trade.appId, trade.outTradeNo, TRADE.close);
 }
 
 const nowMs = () => Date.now();
 
 /** The shopper cancelled: WAITING → CLOSED once, and one notification for that fact. */
 export function cancelTrade(db: MockPayDb, appId: string, outTradeNo: string): Promise<ProviderTrade> {
-  return settleTrade(db, appId, outTradeNo, { status: "CLOSED" });
+  return settleTrade(db, appId, outTradeNo, TRADE.close);
 }
 
 async function settleTrade(
   db: MockPayDb,
   appId: string,
   outTradeNo: string,
-  change: { status: "PAID" | "CLOSED"; transactionId?: string; paidAt?: SQL },
+  transition: Transition<ProviderTradeStatus>,
+  also: { transactionId?: string; paidAt?: SQL } = {},
   onlyIf: SQL = sql`true`,
 ): Promise<ProviderTrade> {
   return db.transaction(async (tx) => {
     const [moved] = await tx
       .update(providerTrade)
-      .set({ ...change, updatedAt: sql`now()` })
+      .set({ ...also, status: transition.to, updatedAt: sql`now()` })
       .where(
         and(
           eq(providerTrade.appId, appId),
           eq(providerTrade.outTradeNo, outTradeNo),
-          eq(providerTrade.status, "WAITING"),
+          eq(providerTrade.status, onlyFrom(transition)),
           onlyIf,
         ),
       )
       .returning();
     const trade = moved ?? (await getTrade(tx, appId, outTradeNo));
     // A repeat (or a second click) finds the notification already queued: ON CONFLICT keeps one.
-    if (trade.status === change.status) {
-      await queueNotification(tx, trade, change.status === "PAID" ? "payment.succeeded" : "payment.closed");
+    if (trade.status === transition.to) {
+      await queueNotification(tx, trade, transition === TRADE.pay ? "payment.succeeded" : "payment.closed");
     }
     return trade;
   });

@@ -1,3 +1,4 @@
+import { machine } from "~/shared/state-machine";
 import {
   CONSUME_STATUSES,
   COUPON_REDEMPTION_STATUSES,
@@ -7,6 +8,8 @@ import {
   REFUND_STATUSES,
 } from "./schema";
 
+export { absorbedByUpdate, type Machine, onlyFrom, type Transition } from "~/shared/state-machine";
+
 /**
  * The merchant's state machines, as data: each a table of states and named transitions `FROM → TO`, with
  * what sets each one off. The code's conditional updates take their FROM and TO from here (`UPDATE … SET
@@ -14,32 +17,6 @@ import {
  * that is not in a table cannot be written (test/machines.test.ts fails on a status written any other
  * way), and the model checker reads the same tables. A transition with no FROM is the row's insertion.
  */
-
-export interface Transition<S extends string> {
-  from: readonly S[];
-  to: S;
-  /** What makes it happen. */
-  on: string;
-}
-
-export interface Machine<S extends string, T extends string> {
-  name: string;
-  /** The table whose `status` column holds the state. */
-  table: string;
-  states: readonly S[];
-  transitions: Readonly<Record<T, Transition<S>>>;
-}
-
-function machine<S extends string, T extends string>(definition: Machine<S, T>): Machine<S, T> {
-  for (const [name, t] of Object.entries<Transition<S>>(definition.transitions)) {
-    for (const state of [...t.from, t.to]) {
-      if (!definition.states.includes(state)) {
-        throw new Error(`${definition.name}.${name}: ${state} is not one of its states`);
-      }
-    }
-  }
-  return definition;
-}
 
 export const ORDER_MACHINE = machine({
   name: "order",
@@ -181,24 +158,3 @@ export const MACHINES = [
   CONSUME_MACHINE,
   IDEMPOTENCY_MACHINE,
 ] as const;
-
-/** The one state a transition moves from (for a conditional update on a single FROM). */
-/**
- * In words, what absorbed a copy whose conditional update matched no row: the story of an order names it
- * (`the conditional update PENDING → SUCCESS matched no row: the payment is already SUCCESS`).
- */
-export function absorbedByUpdate<S extends string>(
-  machine: Machine<S, string>,
-  transition: Transition<S>,
-  now?: string,
-): string {
-  const state = now ? `the ${machine.name} is already ${now}` : `the ${machine.name} has moved on`;
-  return `the conditional update ${transition.from.join(" | ")} → ${transition.to} matched no row: ${state}`;
-}
-
-export function onlyFrom<S extends string>(transition: Transition<S>): S {
-  const [from, ...more] = transition.from;
-  if (from === undefined || more.length > 0)
-    throw new Error(`transition to ${transition.to} has ${transition.from.length} FROM states`);
-  return from;
-}
