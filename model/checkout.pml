@@ -329,3 +329,7 @@ init {
   assert(order != O_PENDING_PAYMENT);
   assert(!(shipped && refundedInFullBeforeShipping))
 }
+
+/* No order is left awaiting payment forever (nor never placed): with weak fairness, every run ends with the
+   order decided, and it stays so. */
+ltl order_decided { <> [] (order != O_NONE && order != O_PENDING_PAYMENT) }

@@ -44,7 +44,7 @@ export interface ModelCheck {
 
 /** The models, and the LTL properties each declares (`ltl NAME { … }` in the file). */
 export const MODELS = {
-  checkout: { file: "model/checkout.pml", ltl: [] as string[] },
+  checkout: { file: "model/checkout.pml", ltl: ["order_decided"] },
   idempotency: {
     file: "model/idempotency.pml",
     ltl: ["everyone_answered", "key_decided", "event_applied"],
@@ -73,11 +73,11 @@ export function checkModel(
       }
     };
     run("spin", [...defines, "-a", name]);
-    // Safety first (no never claim), then each LTL property with weak fairness (up to 4 fair processes).
+    // Safety first (no never claim), then each LTL property with weak fairness (up to 8 fair processes).
     run("gcc", ["-O2", "-w", "-DSAFETY", "-DNOCLAIM", "-o", "pan-safety", "pan.c"]);
     const searches = [search(dir, "safety", "./pan-safety", ["-m1000000"])];
     if (searches[0]?.ok && ltl.length > 0) {
-      run("gcc", ["-O2", "-w", "-DNFAIR=4", "-o", "pan-ltl", "pan.c"]);
+      run("gcc", ["-O2", "-w", "-DNFAIR=8", "-o", "pan-ltl", "pan.c"]);
       for (const property of ltl) {
         const found = search(dir, property, "./pan-ltl", ["-a", "-f", "-N", property, "-m1000000"]);
         searches.push(found);
