@@ -6,6 +6,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { rmSync } from "node:fs";
 import { getEnv } from "~/env";
+import { productionSecretProblems } from "~/env-secrets";
 import { SERVE_ARGS } from "./lib/app-process";
 import { ensureBuild, NEXT_BIN } from "./lib/build";
 import { prepareDatabase } from "./lib/database";
@@ -19,6 +20,13 @@ const log = (message: string) => console.log(`[checkout] ${message}`);
 
 async function main() {
   const env = getEnv();
+  // The production server refuses secrets set too short by hand: say so now, before announcing anything.
+  const refused = mode === "start" ? productionSecretProblems(env) : [];
+  if (refused.length > 0) {
+    for (const problem of refused) console.error(`[checkout] ${problem}`);
+    console.error("[checkout] npm start runs the production server (NODE_ENV=production), which needs them");
+    process.exit(1);
+  }
   if (fresh && !env.DATABASE_URL) rmSync(env.DATA_DIR, { recursive: true, force: true });
   const database = await prepareDatabase(env, log);
   if (mode === "start") await ensureBuild(log);

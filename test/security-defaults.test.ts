@@ -93,6 +93,21 @@ describe("in production", () => {
     expect(() => statSync(path.join(scratch, "never.json"))).toThrow();
   });
 
+  it("`npm start` with a secret set too short by hand refuses before announcing anything", async () => {
+    const failure = await run(process.execPath, ["--import", "tsx", "scripts/start.ts"], {
+      env: withoutSecrets({ SESSION_SECRET: "too-short", SECRETS_FILE: path.join(scratch, "short.json") }),
+      timeout: 60_000,
+    }).then(
+      () => undefined,
+      (error: { code: number; stdout: string; stderr: string }) => error,
+    );
+    expect(failure?.code).toBe(1);
+    const said = `${failure?.stdout}${failure?.stderr}`;
+    expect(said).toContain("SESSION_SECRET is too short (9 characters)");
+    expect(said).not.toContain("serving on");
+    expect(said).not.toContain("/admin?token=");
+  });
+
   it("the production server itself refuses to start without them", async () => {
     const failure = await run(process.execPath, ["--import", "tsx", "scripts/serve.ts"], {
       env: withoutSecrets({

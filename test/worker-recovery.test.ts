@@ -104,10 +104,10 @@ describe("the event worker", () => {
     }
   });
 
-  test("replaces a job runner whose connections hang (a failover that leaves its sessions open), and runs the jobs queued meanwhile", async ({
-    app,
-    database,
-  }) => {
+  // Its own budget: its polls (30 s + 45 s) must fail with what they saw before the test's time runs out.
+  test("replaces a job runner whose connections hang (a failover that leaves its sessions open), and runs the jobs queued meanwhile", {
+    timeout: 120_000,
+  }, async ({ app, database }) => {
     // The queue's connections go through a proxy that can freeze them; the consumers' own pool does not.
     const proxy = await startPgProxy(database.url);
     const worker = await startWorker(database.db, {
@@ -121,16 +121,59 @@ describe("the event worker", () => {
     });
     try {
       const first = await placePaidOrder(app, mug);
-      await expect.poll(() => shippedCount(database, [first.orderId]), { timeout: 20_000 }).toBe(1);
+      await expect.poll(() => shippedCount(database, [first.orderId]), { timeout: 30_000 }).toBe(1);
       const hung = worker.currentRunner();
       expect(proxy.freezeAll()).toBeGreaterThan(0);
       const later = await Promise.all(Array.from({ length: 4 }, () => placePaidOrder(app, mug)));
       const ids = later.map((order) => order.orderId);
       await expect
-        .poll(() => shippedCount(database, ids), { timeout: 30_000, interval: 250 })
+        .poll(() => shippedCount(database, ids), { timeout: 45_000, interval: 250 })
         .toBe(ids.length);
       expect(worker.currentRunner()).toBeDefined();
       expect(worker.currentRunner()).not.toBe(hung);
+    } finally {
+      await worker.stop();
+      await proxy.close();
+    }
+  });
+
+  test("a new job runner slower to start than the stall period is given its time, not replaced again and again", {
+    timeout: 120_000,
+  }, async ({ app, database }) => {
+    const proxy = await startPgProxy(database.url);
+    const replacements: string[] = [];
+    const log = pino(
+      { level: "error" },
+      {
+        write: (line: string) => {
+          if (line.includes("replacing its job runner")) replacements.push(line);
+        },
+      },
+    );
+    const worker = await startWorker(database.db, {
+      connectionString: proxy.url,
+      concurrency: 2,
+      relayIntervalMs: 50,
+      pollIntervalMs: 100,
+      heartbeatMs: 200,
+      stallMs: 400,
+      log,
+    });
+    try {
+      const first = await placePaidOrder(app, mug);
+      await expect.poll(() => shippedCount(database, [first.orderId]), { timeout: 30_000 }).toBe(1);
+      // Its connections hang; the new runner's take 1.5 s each to open, far past the 0.4 s stall period.
+      proxy.slowConnects(1_500);
+      expect(proxy.freezeAll()).toBeGreaterThan(0);
+      const later = await placePaidOrder(app, mug);
+      await expect
+        .poll(() => shippedCount(database, [later.orderId]), { timeout: 45_000, interval: 250 })
+        .toBe(1);
+      // One replacement: the hung runner. The new one, still opening its connections, is given its time (it
+      // was replaced again and again before, each replacement leaving a pool behind).
+      expect(replacements.map((l) => JSON.parse(l).why)).toEqual([
+        expect.stringMatching(/^no job finished and no poll answered for \d+ s$/),
+      ]);
     } finally {
       await worker.stop();
       await proxy.close();

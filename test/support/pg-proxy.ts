@@ -22,6 +22,8 @@ export interface PgProxy {
    * Returns how many were frozen.
    */
   freezeAll(): number;
+  /** New connections reach the server only after this long (a starved or distant server); 0: at once. */
+  slowConnects(ms: number): void;
   /** How many connections were killed so far. */
   readonly killed: number;
   close(): Promise<void>;
@@ -73,7 +75,19 @@ export async function startPgProxy(databaseUrl: string): Promise<PgProxy> {
   const sockets = new Set<net.Socket>();
   /** Each open connection's switch: once frozen, nothing passes either way. */
   const freezers = new Set<() => void>();
+  let connectDelayMs = 0;
   const server = net.createServer((client) => {
+    if (connectDelayMs === 0) return wire(client);
+    // Held, its bytes kept, until the delay is over.
+    client.pause();
+    sockets.add(client);
+    setTimeout(() => {
+      if (client.destroyed) return;
+      wire(client);
+      client.resume();
+    }, connectDelayMs).unref();
+  });
+  const wire = (client: net.Socket) => {
     const upstream = connectTarget();
     sockets.add(client).add(upstream);
     let frozen = false;
@@ -110,7 +124,7 @@ export async function startPgProxy(databaseUrl: string): Promise<PgProxy> {
       }
       upstream.write(data);
     });
-  });
+  };
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const address = server.address() as net.AddressInfo;
 
@@ -132,6 +146,9 @@ export async function startPgProxy(databaseUrl: string): Promise<PgProxy> {
       for (const freeze of freezers) freeze();
       freezers.clear();
       return count;
+    },
+    slowConnects(ms) {
+      connectDelayMs = ms;
     },
     get killed() {
       return killed;

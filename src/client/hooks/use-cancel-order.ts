@@ -1,37 +1,25 @@
 "use client";
-import { useMutation, useQueryClient } from "@tanstack/react-query";
-import { useCallback, useRef } from "react";
-import { isRetryable, MAX_AUTOMATIC_RETRIES, retryDelayMs } from "~/client/retry";
+import { useQueryClient } from "@tanstack/react-query";
+import { useCallback } from "react";
 import { useTRPC } from "~/client/trpc";
+import { useGuardedMutation } from "./use-guarded-mutation";
 
-/**
- * "Cancel order": the order id is the key (a cancel happens once per order), so
- * double clicks and automatic retries are safe; a ref guards the second click.
- */
+/** "Cancel order": the order id is the key (a cancel happens once per order), so double clicks and retries are safe. */
 export function useCancelOrder(orderId: string) {
   const trpc = useTRPC();
   const queryClient = useQueryClient();
-  const submitting = useRef(false);
-  const mutation = useMutation(
-    trpc.orders.cancel.mutationOptions({
-      retry: (failures, error) => failures < MAX_AUTOMATIC_RETRIES && isRetryable(error),
-      retryDelay: retryDelayMs,
-    }),
-  );
-  const { mutate } = mutation;
+  const mutation = useGuardedMutation(trpc.orders.cancel.mutationOptions());
+  const { submit } = mutation;
   const cancel = useCallback(() => {
-    if (submitting.current) return;
-    submitting.current = true;
-    mutate(
+    submit(
       { orderId },
       {
         onSettled: () => {
-          submitting.current = false;
           void queryClient.invalidateQueries(trpc.orders.pathFilter());
           void queryClient.invalidateQueries(trpc.payments.pathFilter());
         },
       },
     );
-  }, [mutate, orderId, queryClient, trpc]);
+  }, [submit, orderId, queryClient, trpc]);
   return { cancel, isPending: mutation.isPending, error: mutation.error };
 }

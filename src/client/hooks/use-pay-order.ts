@@ -1,8 +1,7 @@
 "use client";
-import { useMutation } from "@tanstack/react-query";
-import { useCallback, useRef } from "react";
-import { isRetryable, MAX_AUTOMATIC_RETRIES, retryDelayMs } from "~/client/retry";
+import { useCallback } from "react";
 import { useTRPC } from "~/client/trpc";
+import { useGuardedMutation } from "./use-guarded-mutation";
 
 /**
  * "Pay": asks for the order's one payment (the server returns the same payment
@@ -10,26 +9,10 @@ import { useTRPC } from "~/client/trpc";
  */
 export function usePayOrder(orderId: string) {
   const trpc = useTRPC();
-  const submitting = useRef(false);
-  const mutation = useMutation(
-    trpc.payments.create.mutationOptions({
-      retry: (failures, error) => failures < MAX_AUTOMATIC_RETRIES && isRetryable(error),
-      retryDelay: retryDelayMs,
-    }),
-  );
-  const { mutate } = mutation;
+  const mutation = useGuardedMutation(trpc.payments.create.mutationOptions(), { holdAfterSuccess: true });
+  const { submit } = mutation;
   const pay = useCallback(() => {
-    if (submitting.current) return;
-    submitting.current = true;
-    mutate(
-      { orderId },
-      {
-        onSuccess: (payment) => window.location.assign(payment.payUrl),
-        onError: () => {
-          submitting.current = false;
-        },
-      },
-    );
-  }, [mutate, orderId]);
+    submit({ orderId }, { onSuccess: (payment) => window.location.assign(payment.payUrl) });
+  }, [submit, orderId]);
   return { pay, isPending: mutation.isPending || mutation.isSuccess, error: mutation.error };
 }

@@ -1,5 +1,5 @@
 "use client";
-import { useMutation, useQueryClient } from "@tanstack/react-query";
+import { useQueryClient } from "@tanstack/react-query";
 import { useCallback, useEffect, useRef, useState } from "react";
 import {
   type CartLines,
@@ -9,8 +9,8 @@ import {
   loadIntent,
   saveIntent,
 } from "~/client/checkout-intent";
-import { isRetryable, MAX_AUTOMATIC_RETRIES, retryDelayMs } from "~/client/retry";
 import { useTRPC } from "~/client/trpc";
+import { useGuardedMutation } from "./use-guarded-mutation";
 
 export interface PlacedOrder {
   orderId: string;
@@ -32,29 +32,23 @@ export function usePlaceOrder(options: {
   const { cart, couponCode, cartReady, onPlaced } = options;
   const trpc = useTRPC();
   const queryClient = useQueryClient();
-  // isPending lags a fast second click by a tick; the ref does not.
-  const submitting = useRef(false);
   const [requestId, setRequestId] = useState<string | null>(null);
   const lines = cartSignature(cart);
   const signature = lines && couponCode ? `${lines}+${couponCode}` : lines;
 
-  const mutation = useMutation(
-    trpc.checkout.createOrder.mutationOptions({
-      retry: (failures, error) => failures < MAX_AUTOMATIC_RETRIES && isRetryable(error),
-      retryDelay: retryDelayMs,
-    }),
-  );
-  const { mutate } = mutation;
+  const mutation = useGuardedMutation(trpc.checkout.createOrder.mutationOptions());
+  const { submit } = mutation;
 
   const place = useCallback(() => {
-    if (submitting.current || signature === "") return;
-    submitting.current = true;
-    const intent = intentForCart(sessionStorage, signature, () => crypto.randomUUID());
-    saveIntent(sessionStorage, { ...intent, inFlight: true });
-    setRequestId(intent.requestId);
-    const items = Object.entries(cart).map(([skuId, quantity]) => ({ skuId, quantity }));
-    mutate(
-      { requestId: intent.requestId, items, ...(couponCode ? { couponCode } : {}) },
+    if (signature === "") return;
+    submit(
+      () => {
+        const intent = intentForCart(sessionStorage, signature, () => crypto.randomUUID());
+        saveIntent(sessionStorage, { ...intent, inFlight: true });
+        setRequestId(intent.requestId);
+        const items = Object.entries(cart).map(([skuId, quantity]) => ({ skuId, quantity }));
+        return { requestId: intent.requestId, items, ...(couponCode ? { couponCode } : {}) };
+      },
       {
         onSuccess: (order) => {
           clearIntent(sessionStorage);
@@ -66,12 +60,9 @@ export function usePlaceOrder(options: {
           const current = loadIntent(sessionStorage);
           if (current) saveIntent(sessionStorage, { ...current, inFlight: false });
         },
-        onSettled: () => {
-          submitting.current = false;
-        },
       },
     );
-  }, [cart, couponCode, signature, mutate, onPlaced, queryClient, trpc]);
+  }, [cart, couponCode, signature, submit, onPlaced, queryClient, trpc]);
 
   // A reload while a request was in flight: ask again with the same key to learn its outcome.
   const resumed = useRef(false);

@@ -1,9 +1,10 @@
 "use client";
-import { useMutation, useQueryClient } from "@tanstack/react-query";
-import { useCallback, useRef } from "react";
+import { useQueryClient } from "@tanstack/react-query";
+import { useCallback } from "react";
 import { clearIntent, intentForCart } from "~/client/checkout-intent";
-import { isRetryable, MAX_AUTOMATIC_RETRIES, retryDelayMs } from "~/client/retry";
+import { isRetryable } from "~/client/retry";
 import { useTRPC } from "~/client/trpc";
+import { useGuardedMutation } from "./use-guarded-mutation";
 
 /**
  * "Refund": one refund_no per refund intent (this order, this amount), kept in
@@ -13,31 +14,25 @@ import { useTRPC } from "~/client/trpc";
 export function useRefundOrder(orderId: string) {
   const trpc = useTRPC();
   const queryClient = useQueryClient();
-  const submitting = useRef(false);
   const storageKey = `refund.intent.${orderId}`;
-  const mutation = useMutation(
-    trpc.refunds.create.mutationOptions({
-      retry: (failures, error) => failures < MAX_AUTOMATIC_RETRIES && isRetryable(error),
-      retryDelay: retryDelayMs,
-    }),
-  );
-  const { mutate } = mutation;
+  const mutation = useGuardedMutation(trpc.refunds.create.mutationOptions());
+  const { submit } = mutation;
   const refund = useCallback(
     (what: number | { lines: { skuId: string; quantity: number }[] }) => {
-      if (submitting.current) return;
-      submitting.current = true;
-      // An amount, or lines given back: each intent its own refund number.
-      const request = typeof what === "number" ? { amountCents: what } : { lines: what.lines };
-      const intent = intentForCart(
-        sessionStorage,
-        typeof what === "number"
-          ? String(what)
-          : `lines:${what.lines.map((l) => `${l.skuId}x${l.quantity}`).join(",")}`,
-        () => `R-${crypto.randomUUID()}`,
-        storageKey,
-      );
-      mutate(
-        { orderId, refundNo: intent.requestId, ...request },
+      submit(
+        () => {
+          // An amount, or lines given back: each intent its own refund number.
+          const request = typeof what === "number" ? { amountCents: what } : { lines: what.lines };
+          const intent = intentForCart(
+            sessionStorage,
+            typeof what === "number"
+              ? String(what)
+              : `lines:${what.lines.map((l) => `${l.skuId}x${l.quantity}`).join(",")}`,
+            () => `R-${crypto.randomUUID()}`,
+            storageKey,
+          );
+          return { orderId, refundNo: intent.requestId, ...request };
+        },
         {
           onSuccess: () => clearIntent(sessionStorage, storageKey),
           // A business answer (too much, not refundable) is stored for this refund_no: a new try needs a new one.
@@ -45,14 +40,13 @@ export function useRefundOrder(orderId: string) {
             if (!isRetryable(error)) clearIntent(sessionStorage, storageKey);
           },
           onSettled: () => {
-            submitting.current = false;
             void queryClient.invalidateQueries(trpc.refunds.pathFilter());
             void queryClient.invalidateQueries(trpc.orders.pathFilter());
           },
         },
       );
     },
-    [mutate, orderId, queryClient, storageKey, trpc],
+    [submit, orderId, queryClient, storageKey, trpc],
   );
   return { refund, isPending: mutation.isPending, error: mutation.error };
 }

@@ -71,6 +71,8 @@ async function consumeJob(db: Db, job: ConsumeJob, hooks?: ConsumeHooks) {
   return { event, outcome: await consumeOnce(db, event, consumer, hooks) };
 }
 
+/** How long a new job runner may take to show its first sign (a poll answered) before it is judged stuck. */
+const STARTUP_ALLOWANCE_MS = 10_000;
 /** A runner that failed to get a job this often in a row, for this long, is replaced (see startWorker). */
 const GET_JOB_STUCK_FAILURES = 10;
 const GET_JOB_STUCK_MS = 3_000;
@@ -107,12 +109,16 @@ export async function startWorker(db: Db, options: WorkerOptions): Promise<Runni
   // Signs of life: a job finished, or a poll that found nothing to do. Stuck runners replaced since a job
   // last finished.
   let lastSign = Date.now();
+  /** Whether the runner taking jobs now has shown any sign yet (its first poll needs new connections). */
+  let signedSinceStart = false;
   let replacements = 0;
   events.on("worker:getJob:empty", () => {
     lastSign = Date.now();
+    signedSinceStart = true;
   });
   events.on("job:complete", () => {
     lastSign = Date.now();
+    signedSinceStart = true;
     replacements = 0;
   });
   // graphile-worker 0.17 shuts its own pool down when it cannot record a job's outcome after its retries
@@ -175,6 +181,11 @@ export async function startWorker(db: Db, options: WorkerOptions): Promise<Runni
       },
     });
     runner = started;
+    // A runner is judged from when it could first take a job: starting one (connecting, checking the queue's
+    // schema, opening its pool) can take longer than a short stall period on a starved machine, and is
+    // given STARTUP_ALLOWANCE_MS before its first sign.
+    lastSign = Date.now();
+    signedSinceStart = false;
     const ended = (reason: unknown) => {
       if (stopped || runner !== started) return;
       runner = undefined;
@@ -266,13 +277,15 @@ export async function startWorker(db: Db, options: WorkerOptions): Promise<Runni
         return;
       }
       const oldestJob = Math.min(now, ...running.values());
+      const allowance = signedSinceStart ? stallMs : Math.max(stallMs, STARTUP_ALLOWANCE_MS);
       const why =
-        now - lastSign > stallMs
+        now - lastSign > allowance
           ? `no job finished and no poll answered for ${Math.round((now - lastSign) / 1000)} s`
           : now - oldestJob > stallMs
             ? `a job has run for ${Math.round((now - oldestJob) / 1000)} s`
             : undefined;
-      if (!why) return;
+      // A runner still starting (after a replacement) has had no chance to take a job yet.
+      if (!why || !runner) return;
       if (replacements >= MAX_REPLACEMENTS && options.onGiveUp) {
         options.log.fatal(
           { why, replacements },
