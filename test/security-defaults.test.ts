@@ -21,6 +21,14 @@ function withoutSecrets(extra: Record<string, string>): NodeJS.ProcessEnv {
   return { ...env, ...extra };
 }
 
+/** Runs one of the scripts and expects it to fail: its exit code and what it said. */
+function failedRun(script: string, env: NodeJS.ProcessEnv) {
+  return run(process.execPath, ["--import", "tsx", script], { env, timeout: 60_000 }).then(
+    () => undefined,
+    (error: { code: number; stdout: string; stderr: string }) => error,
+  );
+}
+
 /** What getEnv() gives a fresh process (its secrets, and which it generated). */
 async function secretsOfAFreshProcess(file: string, extra: Record<string, string> = {}) {
   const { stdout } = await run(
@@ -79,12 +87,9 @@ describe("in production", () => {
   });
 
   it("`NODE_ENV=production npm start` without secrets refuses to start and says which variables to set", async () => {
-    const failure = await run(process.execPath, ["--import", "tsx", "scripts/start.ts"], {
-      env: withoutSecrets({ NODE_ENV: "production", SECRETS_FILE: path.join(scratch, "never.json") }),
-      timeout: 60_000,
-    }).then(
-      () => undefined,
-      (error: { code: number; stdout: string; stderr: string }) => error,
+    const failure = await failedRun(
+      "scripts/start.ts",
+      withoutSecrets({ NODE_ENV: "production", SECRETS_FILE: path.join(scratch, "never.json") }),
     );
     expect(failure?.code).toBe(1);
     const said = `${failure?.stdout}${failure?.stderr}`;
@@ -94,31 +99,25 @@ describe("in production", () => {
   });
 
   it("`npm start` with a secret set too short by hand refuses before announcing anything", async () => {
-    const failure = await run(process.execPath, ["--import", "tsx", "scripts/start.ts"], {
-      env: withoutSecrets({ SESSION_SECRET: "too-short", SECRETS_FILE: path.join(scratch, "short.json") }),
-      timeout: 60_000,
-    }).then(
-      () => undefined,
-      (error: { code: number; stdout: string; stderr: string }) => error,
+    const failure = await failedRun(
+      "scripts/start.ts",
+      withoutSecrets({ SESSION_SECRET: "long-enough-for-dev!", SECRETS_FILE: path.join(scratch, "short.json") }),
     );
     expect(failure?.code).toBe(1);
     const said = `${failure?.stdout}${failure?.stderr}`;
-    expect(said).toContain("SESSION_SECRET is too short (9 characters)");
+    expect(said).toContain("SESSION_SECRET is too short (20 characters)");
     expect(said).not.toContain("serving on");
     expect(said).not.toContain("/admin?token=");
   });
 
   it("the production server itself refuses to start without them", async () => {
-    const failure = await run(process.execPath, ["--import", "tsx", "scripts/serve.ts"], {
-      env: withoutSecrets({
+    const failure = await failedRun(
+      "scripts/serve.ts",
+      withoutSecrets({
         NODE_ENV: "production",
         PORT: "1",
         SECRETS_FILE: path.join(scratch, "never.json"),
       }),
-      timeout: 60_000,
-    }).then(
-      () => undefined,
-      (error: { code: number; stdout: string; stderr: string }) => error,
     );
     expect(failure?.code).not.toBe(0);
     expect(`${failure?.stdout}${failure?.stderr}`).toContain("NODE_ENV=production needs its secrets");
