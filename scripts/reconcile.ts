@@ -2,7 +2,11 @@
 import { getEnv } from "~/env";
 import { closeDb, createDb } from "~/server/db/client";
 import { reconcile, violationCount } from "~/server/reconciliation/reconcile";
+import { assertDriverPatched } from "~/shared/postgres-driver";
 import { exitWith } from "./lib/exit";
+
+// Refuses to run on a postgres.js installed without our patch (npm ci --ignore-scripts), naming the fix.
+assertDriverPatched();
 
 const env = getEnv();
 const db = createDb(env.databaseUrl, { max: 2 });

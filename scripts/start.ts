@@ -7,10 +7,14 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { rmSync } from "node:fs";
 import { getEnv } from "~/env";
 import { productionSecretProblems } from "~/env-secrets";
+import { assertDriverPatched } from "~/shared/postgres-driver";
 import { SERVE_ARGS } from "./lib/app-process";
 import { ensureBuild, NEXT_BIN } from "./lib/build";
 import { prepareDatabase } from "./lib/database";
 import { explainStartFailure } from "./lib/start-failure";
+
+// Refuses to run on a postgres.js installed without our patch (npm ci --ignore-scripts), naming the fix.
+assertDriverPatched();
 
 const args = process.argv.slice(2);
 const mode = args.includes("dev") ? "dev" : "start";

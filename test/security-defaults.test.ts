@@ -101,7 +101,10 @@ describe("in production", () => {
   it("`npm start` with a secret set too short by hand refuses before announcing anything", async () => {
     const failure = await failedRun(
       "scripts/start.ts",
-      withoutSecrets({ SESSION_SECRET: "long-enough-for-dev!", SECRETS_FILE: path.join(scratch, "short.json") }),
+      withoutSecrets({
+        SESSION_SECRET: "long-enough-for-dev!",
+        SECRETS_FILE: path.join(scratch, "short.json"),
+      }),
     );
     expect(failure?.code).toBe(1);
     const said = `${failure?.stdout}${failure?.stderr}`;

@@ -31,4 +31,17 @@ describe("the start-up check of the postgres.js patch", () => {
       rmSync(copy, { recursive: true, force: true });
     }
   });
+
+  it("every command that opens the database checks it first (npm start and dev, the worker, migrate, reconcile, the server)", () => {
+    const entries = [
+      "scripts/start.ts",
+      "scripts/worker.ts",
+      "scripts/migrate.ts",
+      "scripts/reconcile.ts",
+      "src/host/server.ts",
+    ];
+    expect(entries.filter((file) => !/^assertDriverPatched\(\);$/m.test(readFileSync(file, "utf8")))).toEqual(
+      [],
+    );
+  });
 });
