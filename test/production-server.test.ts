@@ -75,7 +75,9 @@ describe("npm run dev (Next's development server, same route files)", () => {
         IDEMPOTENCY_CLEANUP_INTERVAL_MS: "0",
         PAYMENT_QUERY_INTERVAL_MS: "0",
         PROVIDER_DELIVERY_POLL_MS: "0",
-        GATEWAY_ENABLED: "false",
+        // The gateway on, as in development: its store must work under Next's dev bundler too.
+        GATEWAY_ENABLED: "true",
+        GATEWAY_RATE_POINTS: "4",
         ADMIN_TOKEN: TEST_SERVER_ADMIN_TOKEN,
         PROVIDER_WEBHOOK_SECRET: TEST_SERVER_WEBHOOK_SECRET,
         SESSION_SECRET: TEST_SERVER_SESSION_SECRET,
@@ -103,5 +105,21 @@ describe("npm run dev (Next's development server, same route files)", () => {
     const [orders] =
       await database.sql`SELECT count(*)::int AS n FROM orders WHERE request_id = ${input.requestId}`;
     expect(orders?.n).toBe(1);
+  }, 120_000);
+
+  it("the gateway works under the dev server: past the limit a shopper gets 429, and its store never fails", async () => {
+    const shopper = new HttpShopper(dev.baseUrl);
+    await shopper.visit("/");
+    const statuses: number[] = [];
+    for (let i = 0; i < 6; i++) {
+      const answer = await shopper.mutation("checkout.createOrder", {
+        requestId: randomUUID(),
+        items: [{ skuId: "SKU-MUG", quantity: 1 }],
+      });
+      statuses.push(answer.status);
+    }
+    expect(statuses.slice(0, 4)).toEqual([200, 200, 200, 200]);
+    expect(statuses.slice(4)).toEqual([429, 429]);
+    expect(dev.output()).not.toContain("gateway store failed");
   }, 120_000);
 });
