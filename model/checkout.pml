@@ -330,6 +330,7 @@ init {
   assert(!(shipped && refundedInFullBeforeShipping))
 }
 
-/* No order is left awaiting payment forever (nor never placed): with weak fairness, every run ends with the
-   order decided, and it stays so. */
+/* No order is left awaiting payment forever (nor never placed): every run ends with the order decided, and it
+   stays so. (Every loop here makes progress and every process ends, so no fairness is needed: an unfair
+   scheduler has nothing to spin on.) */
 ltl order_decided { <> [] (order != O_NONE && order != O_PENDING_PAYMENT) }

@@ -56,6 +56,11 @@ export interface KeyRef {
   scope: string;
   bizType: string;
   key: string;
+  /**
+   * The shape of the answer this code stores (default 1), kept on the record by whoever claims or takes the
+   * key: an answer stored by an older deploy is replayed through `upgradeAnswer`, or as stored.
+   */
+  answerVersion?: number;
 }
 
 export interface ExecuteResult<T> {
@@ -81,6 +86,8 @@ export interface IdempotentOperation<T> extends KeyRef {
    * crashed is taken over, and the taker runs it again.
    */
   prepare?: () => Promise<void>;
+  /** Reads a success stored under an older `answerVersion` as this code answers it (absent: as stored). */
+  upgradeAnswer?: (stored: unknown, storedVersion: number) => T;
 }
 
 export interface IdempotentResult<T> {
@@ -107,6 +114,8 @@ export interface Lease {
 interface StoredOutcome {
   status: "SUCCESS" | "FAILED";
   responseBody: unknown;
+  /** The shape it was stored in (KeyRef.answerVersion of the code that stored it). */
+  answerVersion: number;
   bizId: string | null;
   expiresAt: Date;
   /** As on Lease: when a cache may stop trusting it. */
@@ -133,6 +142,7 @@ interface RecordRow {
   fingerprint: string;
   status: "PROCESSING" | "SUCCESS" | "FAILED";
   response_body: unknown;
+  answer_version: number;
   biz_id: string | null;
   lease_version: number;
   expires_at: string | Date;
@@ -162,8 +172,8 @@ function claimStatement(
 ) {
   return sql<LeaseRow[]>`
     INSERT INTO idempotency_record
-           (user_id, biz_type, idempotency_key, fingerprint, status, locked_until, expires_at)
-    VALUES (${ref.scope}, ${ref.bizType}, ${ref.key}, ${requestFingerprint}, ${RECORD.claim.to},
+           (user_id, biz_type, idempotency_key, fingerprint, status, answer_version, locked_until, expires_at)
+    VALUES (${ref.scope}, ${ref.bizType}, ${ref.key}, ${requestFingerprint}, ${RECORD.claim.to}, ${versionOf(ref)},
             now() + ${config.leaseMs} * interval '1 millisecond',
             now() + ${config.ttlMs} * interval '1 millisecond')
     ON CONFLICT (user_id, biz_type, idempotency_key) DO NOTHING
@@ -184,8 +194,8 @@ function claimInTransactionStatement(
 ) {
   return sql<{ record_id: string | number; expires_at: string | Date }[]>`
     INSERT INTO idempotency_record
-           (user_id, biz_type, idempotency_key, fingerprint, status, locked_until, expires_at)
-    VALUES (${ref.scope}, ${ref.bizType}, ${ref.key}, ${requestFingerprint}, ${RECORD.claim.to},
+           (user_id, biz_type, idempotency_key, fingerprint, status, answer_version, locked_until, expires_at)
+    VALUES (${ref.scope}, ${ref.bizType}, ${ref.key}, ${requestFingerprint}, ${RECORD.claim.to}, ${versionOf(ref)},
             now() + ${config.leaseMs} * interval '1 millisecond',
             now() + ${config.ttlMs} * interval '1 millisecond')
     RETURNING id AS record_id, expires_at`;
@@ -193,7 +203,7 @@ function claimInTransactionStatement(
 
 function recordStatement(sql: postgres.Sql, ref: KeyRef) {
   return sql<RecordRow[]>`
-    SELECT user_id, id, fingerprint, status, response_body, biz_id, lease_version, expires_at,
+    SELECT user_id, id, fingerprint, status, response_body, answer_version, biz_id, lease_version, expires_at,
            extract(epoch FROM updated_at)::float8 AS finished,
            greatest(0, extract(epoch FROM expires_at - now()) * 1000)::float8 AS remaining_ms,
            coalesce(locked_until > now(), false) AS lease_live, expires_at <= now() AS expired
@@ -290,6 +300,7 @@ async function runCached<T>(
         status: outcome.status,
         // What a database replay returns: the stored text parsed (no Dates, no undefined members).
         responseBody: text === undefined ? null : JSON.parse(text),
+        answerVersion: outcome.answerVersion,
         bizId: outcome.bizId,
         expiresAt: outcome.expiresAt,
       },
@@ -303,7 +314,7 @@ async function runCached<T>(
     if (hit) {
       if (hit.fingerprint !== requestFingerprint) throw keyReused();
       trace.by ??= "cache";
-      return replay<T>(hit);
+      return replay<T>(hit, op);
     }
     const flight = await cache.once(key, () =>
       runUncached(db, op, requestFingerprint, config, trace, remember),
@@ -419,6 +430,7 @@ async function inOneTransaction<T>(call: Call<T>): Promise<IdempotentResult<T>> 
         call.remember({
           status: "SUCCESS",
           responseBody: result ?? null,
+          answerVersion: versionOf(op),
           bizId,
           expiresAt,
           remainingMs: config.ttlMs,
@@ -432,7 +444,7 @@ async function inOneTransaction<T>(call: Call<T>): Promise<IdempotentResult<T>> 
       await conn.close({ ended });
     }
     if ("failed" in attempt) return storeOrRelease(call, attempt.failed);
-    const found = await settle(db, attempt.existing, requestFingerprint, config, deadline);
+    const found = await settle(db, op, attempt.existing, requestFingerprint, config, deadline);
     if (found === "again") {
       // Released, or a two-phase holder still at work: give it a moment, then claim again.
       if (attempt.existing?.status === "PROCESSING") await sleep(10);
@@ -440,7 +452,7 @@ async function inOneTransaction<T>(call: Call<T>): Promise<IdempotentResult<T>> 
     }
     if (found.kind === "stored") {
       call.remember(found.outcome);
-      return replay<T>(found.outcome);
+      return replay<T>(found.outcome, op);
     }
     return executeUnderLease(db, found.lease, op, call.remember);
   }
@@ -459,9 +471,9 @@ async function storeOrRelease<T>(call: Call<T>, error: unknown): Promise<Idempot
   const [stored] = await guard(
     () => db.$client<LeaseRow[]>`
       INSERT INTO idempotency_record
-             (user_id, biz_type, idempotency_key, fingerprint, status, response_body, expires_at)
+             (user_id, biz_type, idempotency_key, fingerprint, status, response_body, answer_version, expires_at)
       VALUES (${op.scope}, ${op.bizType}, ${op.key}, ${requestFingerprint}, ${RECORD.refuse.to}, ${JSON.stringify(body)}::json,
-              now() + ${config.ttlMs} * interval '1 millisecond')
+              ${versionOf(op)}, now() + ${config.ttlMs} * interval '1 millisecond')
       ON CONFLICT (user_id, biz_type, idempotency_key) DO NOTHING
       RETURNING user_id, id AS record_id, lease_version, expires_at,
                 greatest(0, extract(epoch FROM expires_at - now()) * 1000)::float8 AS remaining_ms`,
@@ -471,6 +483,7 @@ async function storeOrRelease<T>(call: Call<T>, error: unknown): Promise<Idempot
     call.remember({
       status: "FAILED",
       responseBody: body,
+      answerVersion: versionOf(op),
       bizId: null,
       expiresAt,
       remainingMs: stored.remaining_ms,
@@ -481,13 +494,13 @@ async function storeOrRelease<T>(call: Call<T>, error: unknown): Promise<Idempot
   }
   // Someone else's outcome is the key's now: answer it, as any duplicate would.
   const existing = await readRecord(db.$client, op);
-  const found = await settle(db, existing, requestFingerprint, config, Date.now() + config.waitMs);
+  const found = await settle(db, op, existing, requestFingerprint, config, Date.now() + config.waitMs);
   if (found === "again" || found.kind === "owner") {
     if (found !== "again") await release(db.$client, found.lease);
     throw error;
   }
   call.remember(found.outcome);
-  return replay<T>(found.outcome);
+  return replay<T>(found.outcome, op);
 }
 
 /**
@@ -502,7 +515,7 @@ async function prepareThenExecute<T>(
   const acquired = await acquire(db, op, requestFingerprint, config, undefined, call.trace);
   if (acquired.kind === "stored") {
     remember(acquired.outcome);
-    return replay<T>(acquired.outcome);
+    return replay<T>(acquired.outcome, op);
   }
   try {
     await prepare();
@@ -534,7 +547,7 @@ export async function acquire(
     const lease = toLease(claimed[0], askedAt);
     if (lease) return { kind: "owner", lease };
     const existing = await readRecord(sql, ref);
-    const found = await settle(db, existing, requestFingerprint, config, deadline);
+    const found = await settle(db, ref, existing, requestFingerprint, config, deadline);
     if (found !== "again") return found;
     if (existing?.status === "PROCESSING") {
       trace.waited = true;
@@ -551,6 +564,7 @@ export async function acquire(
  */
 async function settle(
   db: Db,
+  ref: KeyRef,
   existing: RecordRow | undefined,
   requestFingerprint: string,
   config: IdempotencyConfig,
@@ -558,7 +572,7 @@ async function settle(
 ): Promise<Acquired | "again"> {
   // Released between the claim and the read: the key is free, claim it again.
   if (!existing) return "again";
-  const record = { scope: existing.user_id, recordId: Number(existing.id) };
+  const record = { scope: existing.user_id, recordId: Number(existing.id), answerVersion: versionOf(ref) };
   if (existing.expired && !(existing.status === "PROCESSING" && existing.lease_live)) {
     const renewed = await renewExpired(db, record, existing.lease_version, requestFingerprint, config);
     return renewed ? { kind: "owner", lease: renewed } : "again";
@@ -571,6 +585,7 @@ async function settle(
       outcome: {
         status: existing.status,
         responseBody: existing.response_body,
+        answerVersion: existing.answer_version,
         bizId: existing.biz_id,
         expiresAt,
         remainingMs: existing.remaining_ms,
@@ -615,6 +630,7 @@ export async function executeUnderLease<T>(
   remember({
     status: "SUCCESS",
     responseBody: attempt.result ?? null,
+    answerVersion: versionOf(op),
     bizId: attempt.bizId,
     expiresAt: lease.expiresAt,
     remainingMs: lease.remainingMs,
@@ -692,6 +708,7 @@ async function failUnderLease<T>(
       remember({
         status: "FAILED",
         responseBody: body,
+        answerVersion: versionOf(op),
         bizId: null,
         expiresAt: lease.expiresAt,
         remainingMs: lease.remainingMs,
@@ -706,11 +723,14 @@ async function failUnderLease<T>(
 }
 
 function replay<T>(
-  outcome: Pick<StoredOutcome, "status" | "responseBody" | "bizId" | "expiresAt">,
+  outcome: Pick<StoredOutcome, "status" | "responseBody" | "bizId" | "expiresAt" | "answerVersion">,
+  op: IdempotentOperation<T>,
 ): IdempotentResult<T> {
   if (outcome.status === "SUCCESS") {
+    // Stored by an older deploy in another shape: read as this code answers it, if it says how.
+    const upgrade = outcome.answerVersion < versionOf(op) ? op.upgradeAnswer : undefined;
     return {
-      result: outcome.responseBody as T,
+      result: upgrade ? upgrade(outcome.responseBody, outcome.answerVersion) : (outcome.responseBody as T),
       replayed: true,
       bizId: outcome.bizId,
       keyExpiresAt: outcome.expiresAt,
@@ -763,11 +783,15 @@ async function release(sql: Conn, lease: Lease): Promise<void> {
 interface RecordKey {
   scope: string;
   recordId: number;
+  /** The answer version the new holder's code stores. */
+  answerVersion: number;
 }
+
+const versionOf = (ref: KeyRef) => ref.answerVersion ?? 1;
 
 async function takeOver(
   db: Db,
-  { scope, recordId }: RecordKey,
+  { scope, recordId, answerVersion }: RecordKey,
   seenVersion: number,
   config: IdempotencyConfig,
 ): Promise<Lease | undefined> {
@@ -776,7 +800,8 @@ async function takeOver(
   const rows = await guard(() =>
     db.execute<LeaseRow>(sql`
       UPDATE idempotency_record
-         SET lease_version = lease_version + 1, locked_until = ${ms(config.leaseMs)}, updated_at = now()
+         SET lease_version = lease_version + 1, locked_until = ${ms(config.leaseMs)}, updated_at = now(),
+             answer_version = ${answerVersion}
        WHERE user_id = ${scope}
          AND id = (SELECT id FROM idempotency_record
                     WHERE user_id = ${scope} AND id = ${recordId} AND status = ${onlyFrom(RECORD.renewLease)}
@@ -791,7 +816,7 @@ async function takeOver(
 
 async function renewExpired(
   db: Db,
-  { scope, recordId }: RecordKey,
+  { scope, recordId, answerVersion }: RecordKey,
   seenVersion: number,
   requestFingerprint: string,
   config: IdempotencyConfig,
@@ -801,7 +826,7 @@ async function renewExpired(
     db.execute<LeaseRow>(sql`
       UPDATE idempotency_record
          SET lease_version = lease_version + 1, status = ${RECORD.takeOver.to}, fingerprint = ${requestFingerprint},
-             response_body = NULL, biz_id = NULL, locked_until = ${ms(config.leaseMs)},
+             response_body = NULL, answer_version = ${answerVersion}, biz_id = NULL, locked_until = ${ms(config.leaseMs)},
              created_at = now(), updated_at = now(), expires_at = ${ms(config.ttlMs)}
        WHERE user_id = ${scope}
          AND id = (SELECT id FROM idempotency_record

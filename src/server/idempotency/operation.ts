@@ -38,6 +38,11 @@ export interface Operation<S extends z.ZodType, R, D = unknown, I = z.output<S>>
   afterCommit?: (db: Db, result: R, ctx: OperationContext<D>) => Promise<void>;
   /** How REST exposes it; absent: tRPC only. */
   rest?: RestBinding<I, R>;
+  /**
+   * The shape of its answer: bump `version` when a deploy changes it, and say how to read an answer stored
+   * in an older shape (`upgrade`), or it is replayed as stored. Absent: version 1.
+   */
+  answer?: { version: number; upgrade?: (stored: unknown, storedVersion: number) => R };
 }
 
 export type OperationKey<I> =
@@ -153,10 +158,21 @@ export async function runOperation<S extends z.ZodType, R, D, I = z.output<S>>(
       });
     }
   } else {
+    const upgrade = op.answer?.upgrade;
     const record: IdempotentOperation<Executed<R>> = {
       scope: call.userId,
       bizType: op.name,
       key,
+      answerVersion: op.answer?.version ?? 1,
+      // What the record stores is the whole execution ({ result, bizId, existed }): the answer is its result.
+      ...(upgrade
+        ? {
+            upgradeAnswer: (stored: unknown, storedVersion: number) => {
+              const executed = stored as Executed<unknown>;
+              return { ...executed, result: upgrade(executed.result, storedVersion) } as Executed<R>;
+            },
+          }
+        : {}),
       request: canonicalRequest(op as unknown as Operation<z.ZodType, unknown, never, I>, call.input),
       storedErrors: op.storedErrors,
       execute: async (tx) => {

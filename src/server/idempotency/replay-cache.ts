@@ -18,6 +18,8 @@ export interface CachedOutcome {
   status: "SUCCESS" | "FAILED";
   /** The stored answer, parsed from the stored text: exactly what a database replay would return. */
   responseBody: unknown;
+  /** The shape it was stored in: a replay from here is upgraded like one from the record. */
+  answerVersion: number;
   bizId: string | null;
   expiresAt: Date;
   /** performance.now() after which the entry is not served (before the key's expiry, with a margin). */

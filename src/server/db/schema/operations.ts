@@ -24,6 +24,11 @@ export const idempotencyRecord = pgTable(
      * kept as written, so a replay answers the first answer's bytes (jsonb reorders keys).
      */
     responseBody: json(),
+    /**
+     * The shape of the stored answer: the answer version of the code that claimed (or took over) the key. A
+     * replay by code with a newer version reads it through the operation's declared upgrade, or as stored.
+     */
+    answerVersion: integer().notNull().default(1),
     /** Fencing token: bumped on every takeover; business writes are conditional on it. */
     leaseVersion: integer().notNull().default(1),
     lockedUntil: timestamp({ withTimezone: true }),

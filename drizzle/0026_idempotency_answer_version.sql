@@ -1,0 +1,1 @@
+ALTER TABLE "idempotency_record" ADD COLUMN "answer_version" integer DEFAULT 1 NOT NULL;
