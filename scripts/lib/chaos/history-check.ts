@@ -78,7 +78,7 @@ export function verdictLine(v: HistoryVerdict): string {
 }
 
 /** Pairs invokes with completions; anomalies for a completion without its invoke, or a second one. */
-export function attemptsOf(events: HistoryLine[]): { attempts: Attempt[]; anomalies: Anomaly[] } {
+function attemptsOf(events: HistoryLine[]): { attempts: Attempt[]; anomalies: Anomaly[] } {
   const anomalies: Anomaly[] = [];
   const open = new Map<number, Attempt>();
   const attempts: Attempt[] = [];
@@ -159,7 +159,7 @@ function identity(f: string, value: unknown): string {
 }
 
 /** Answers to one key never disagree (no database needed). */
-export function disagreements(groups: KeyGroup[]): Anomaly[] {
+function disagreements(groups: KeyGroup[]): Anomaly[] {
   const anomalies: Anomaly[] = [];
   for (const g of groups) {
     const stored = STORED[g.f];

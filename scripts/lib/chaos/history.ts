@@ -67,10 +67,6 @@ export class History {
     };
   }
 
-  get size(): number {
-    return this.events.length;
-  }
-
   save(file: string): void {
     writeFileSync(file, this.events.map((event) => `${JSON.stringify(event)}\n`).join(""));
   }

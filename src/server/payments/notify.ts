@@ -1,16 +1,11 @@
 import { and, eq, inArray, sql } from "drizzle-orm";
 import type { Db, Tx } from "~/server/db/client";
-import {
-  absorbedByUpdate,
-  ORDER_MACHINE,
-  onlyFrom,
-  PAYMENT_MACHINE,
-  REFUND_MACHINE,
-} from "~/server/db/machines";
-import { orders, outboxEvent, paymentNotification, paymentOrder, refundOrder } from "~/server/db/schema";
-import { postCapture, postRefundMove } from "~/server/ledger/ledger";
+import { absorbedByUpdate, ORDER_MACHINE, onlyFrom, PAYMENT_MACHINE } from "~/server/db/machines";
+import { orders, outboxEvent, paymentNotification, paymentOrder } from "~/server/db/schema";
+import { postCapture } from "~/server/ledger/ledger";
 import type { Observer } from "~/server/observability/observer";
 import { applyRefundFailed, applyRefundSucceeded } from "~/server/refunds/complete-refund";
+import { recordSystemRefund } from "~/server/refunds/transitions";
 import { violatedConstraint } from "~/shared/postgres-driver";
 import {
   MERCHANT_SUCCESS_BODY,
@@ -314,21 +309,15 @@ async function takeLatePayment(
     .returning();
   if (!late) return undefined;
   await postCapture(tx, late, transactionId);
-  const [refund] = await tx
-    .insert(refundOrder)
-    .values({
-      userId: late.userId,
-      refundNo: lateRefundNo(transactionId),
-      orderId: late.orderId,
-      paymentId: late.id,
-      amountCents: late.amountCents,
-      currency: late.currency,
-      status: REFUND_MACHINE.transitions.record.to,
-      reason: "automatic: money received for a payment that is not the order's",
-    })
-    .onConflictDoNothing({ target: [refundOrder.userId, refundOrder.refundNo] })
-    .returning();
-  if (refund) await postRefundMove(tx, refund, "NEW", refund.status);
+  await recordSystemRefund(tx, {
+    userId: late.userId,
+    refundNo: lateRefundNo(transactionId),
+    orderId: late.orderId,
+    paymentId: late.id,
+    amountCents: late.amountCents,
+    currency: late.currency,
+    reason: "automatic: money received for a payment that is not the order's",
+  });
   return ok("PROCESSED", "paid after the order stopped awaiting this payment: refunded automatically", true);
 }
 

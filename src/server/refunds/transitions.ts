@@ -158,18 +158,36 @@ async function refundWhatAShortOrderKeeps(tx: Tx, payment: { userId: string; id:
   if (!short) return;
   const left = await refundableOf(tx, payment);
   if (left <= 0) return;
+  await recordSystemRefund(tx, {
+    userId: payment.userId,
+    refundNo: `sys/auto/${short.order_id}/${short.auto + 1}`,
+    orderId: short.order_id,
+    paymentId: payment.id,
+    amountCents: left,
+    currency: short.currency,
+    reason: "automatic: what an order short of stock still kept",
+  });
+}
+
+/**
+ * A refund the system owes (its number under `sys/`, which no shopper's may hold): recorded once per number
+ * (the unique index decides; a repeat does nothing), owed at once in the ledger.
+ */
+export async function recordSystemRefund(
+  tx: Tx,
+  refund: {
+    userId: string;
+    refundNo: string;
+    orderId: string;
+    paymentId: string;
+    amountCents: number;
+    currency: string;
+    reason: string;
+  },
+): Promise<void> {
   const [created] = await tx
     .insert(refundOrder)
-    .values({
-      userId: payment.userId,
-      refundNo: `sys/auto/${short.order_id}/${short.auto + 1}`,
-      orderId: short.order_id,
-      paymentId: payment.id,
-      amountCents: left,
-      currency: short.currency,
-      status: REFUND_MACHINE.transitions.record.to,
-      reason: "automatic: what an order short of stock still kept",
-    })
+    .values({ ...refund, status: REFUND_MACHINE.transitions.record.to })
     .onConflictDoNothing({ target: [refundOrder.userId, refundOrder.refundNo] })
     .returning();
   if (created) await postRefundMove(tx, created, "NEW", created.status);
