@@ -52,8 +52,6 @@ const schema = z.object({
   IDEMPOTENCY_LEASE_MS: z.coerce.number().int().positive().default(30_000),
   IDEMPOTENCY_WAIT_MS: z.coerce.number().int().nonnegative().default(5_000),
   IDEMPOTENCY_CLEANUP_INTERVAL_MS: z.coerce.number().int().nonnegative().default(60_000),
-  /** Claim keys inside the business transaction (one commit) for database-only operations; off by default. */
-  IDEMPOTENCY_ONE_TRANSACTION: flag(true),
   /** Outcomes each instance keeps in memory to answer replays without the database (0: none). */
   IDEMPOTENCY_CACHE_ENTRIES: z.coerce.number().int().nonnegative().default(20_000),
   /** Where the mock provider sends notifications; defaults to this instance (http://127.0.0.1:PORT). */

@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { ClaimKind } from "~/idempotency";
 import { type IdempotencyConfig, runIdempotent } from "~/server/idempotency";
 import { createTestDatabase, type TestDatabase } from "./support/database";
 import { createEffectTable, effectOperation } from "./support/effects";
@@ -25,7 +26,7 @@ afterAll(() => t.drop());
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const RUN_MS = 6_000;
 
-async function dropConnectionsWhileShopping(config: IdempotencyConfig) {
+async function dropConnectionsWhileShopping(config: IdempotencyConfig, claim: ClaimKind) {
   const until = Date.now() + RUN_MS;
   const answers = new Map<string, string[]>();
   let drops = 0;
@@ -34,7 +35,7 @@ async function dropConnectionsWhileShopping(config: IdempotencyConfig) {
   const client = async () => {
     while (Date.now() < until) {
       const key = randomUUID();
-      const op = effectOperation("test.drops", key);
+      const op = effectOperation("test.drops", key, { claim });
       // The same key until it is answered (or the run ends), three copies at a time.
       while (Date.now() < until + 3_000 && !answers.has(key)) {
         const settled = await Promise.allSettled(
@@ -79,12 +80,12 @@ async function effectsPerKey() {
 }
 
 describe("the idempotency core while every connection is dropped again and again", () => {
-  for (const oneTransaction of [true, false]) {
-    it(`${oneTransaction ? "one transaction" : "two phases"}: one effect per key, one answer per key`, async () => {
+  for (const claim of ["transaction", "lease"] as const) {
+    it(`claimed ${claim === "transaction" ? "in the business transaction" : "with a lease"}: one effect per key, one answer per key`, async () => {
       await t.sql`TRUNCATE effect`;
       await t.sql`DELETE FROM idempotency_record WHERE biz_type = 'test.drops'`;
-      const config: IdempotencyConfig = { ttlMs: 60_000, leaseMs: 500, waitMs: 2_000, oneTransaction };
-      const { answers, drops, slowest, failures } = await dropConnectionsWhileShopping(config);
+      const config: IdempotencyConfig = { ttlMs: 60_000, leaseMs: 500, waitMs: 2_000 };
+      const { answers, drops, slowest, failures } = await dropConnectionsWhileShopping(config, claim);
       const effects = await effectsPerKey();
       expect(drops).toBeGreaterThan(20);
       // What a client may be told while the database is away: try again, never an internal error.
@@ -99,7 +100,7 @@ describe("the idempotency core while every connection is dropped again and again
         expect(effects.get(key), key).toBe(1);
         expect(new Set(said).size, key).toBe(1);
       }
-      if (oneTransaction) {
+      if (claim === "transaction") {
         const claims = await t.sql`
           SELECT idempotency_key FROM idempotency_record WHERE biz_type = 'test.drops' AND status = 'PROCESSING'`;
         expect(claims).toEqual([]);

@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { sql as dsql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { recordSchema } from "~/idempotency";
 import { closeDb, createDb } from "~/server/db/client";
 import { DomainError, isDomainError } from "~/server/errors";
 import {
@@ -131,13 +132,14 @@ describe("idempotency core", () => {
     const entered: string[] = [];
     const op = (label: string) =>
       operation(key, {
+        claim: "transaction",
         execute: async (tx) => {
           entered.push(label);
           return writeEffect(tx, label);
         },
       });
-    const first = await runIdempotent(t.db, op("first"), { ...config, oneTransaction: true });
-    const again = await runIdempotent(t.db, op("again"), { ...config, oneTransaction: true });
+    const first = await runIdempotent(t.db, op("first"), config);
+    const again = await runIdempotent(t.db, op("again"), config);
     expect(again).toMatchObject({ replayed: true, result: first.result });
     expect(await effects("first")).toBe(1);
     expect(await effects("again")).toBe(0);
@@ -150,6 +152,7 @@ describe("idempotency core", () => {
     await runIdempotent(
       t.db,
       operation(key, {
+        claim: "transaction",
         execute: async (tx) => {
           const written = await writeEffect(tx, key);
           // Another connection, mid-transaction: neither the claim nor the effect is visible yet.
@@ -157,7 +160,7 @@ describe("idempotency core", () => {
           return written;
         },
       }),
-      { ...config, oneTransaction: true },
+      config,
     );
     expect(seenInside).toBeUndefined();
     expect(await record(key)).toMatchObject({ status: "SUCCESS", lease_version: 1 });
@@ -264,11 +267,12 @@ describe("idempotency core", () => {
 
   it("one transaction: waits for a holder still inside its transaction, however short its lease: no takeover", async () => {
     const key = randomUUID();
-    const short = { ...config, leaseMs: 150, oneTransaction: true };
+    const short = { ...config, leaseMs: 150 };
     const held = gate();
     const slow = runIdempotent(
       t.db,
       operation(key, {
+        claim: "transaction",
         execute: async (tx) => {
           const written = await writeEffect(tx, key); // inside the open transaction
           await held.opened;
@@ -278,7 +282,7 @@ describe("idempotency core", () => {
       short,
     );
     await sleep(300); // the lease has run out; the transaction has not
-    const duplicate = runIdempotent(t.db, operation(key), short);
+    const duplicate = runIdempotent(t.db, operation(key, { claim: "transaction" }), short);
     await sleep(200);
     held.open();
     const [first, second] = await Promise.all([slow, duplicate]);
@@ -288,13 +292,14 @@ describe("idempotency core", () => {
   });
 
   it("one transaction: frees the key when its holder's connection dies mid-transaction: the waiting duplicate executes", async () => {
-    const config1 = { ...config, oneTransaction: true };
+    const config1 = config;
     const key = randomUUID();
     const held = gate();
     let holderPid = 0;
     const doomed = runIdempotent(
       t.db,
       operation(key, {
+        claim: "transaction",
         execute: async (tx) => {
           const [row] = await tx.execute<{ pid: number }>(dsql`SELECT pg_backend_pid() AS pid`);
           holderPid = row?.pid ?? 0;
@@ -306,7 +311,7 @@ describe("idempotency core", () => {
       config1,
     );
     await sleep(100);
-    const duplicate = runIdempotent(t.db, operation(key), config1);
+    const duplicate = runIdempotent(t.db, operation(key, { claim: "transaction" }), config1);
     await sleep(100);
     await t.sql`SELECT pg_terminate_backend(${holderPid})`;
     held.open();
@@ -450,5 +455,36 @@ describe("idempotency core", () => {
       await closeDb(down);
     }
     expect(executed).toBe(false);
+  });
+});
+
+describe("the core's own schema (src/idempotency/schema.ts) and the app's migrated table", () => {
+  const shape = async (table: string) => ({
+    columns: await t.sql`
+      SELECT column_name, data_type, is_nullable, column_default IS NOT NULL AS has_default, is_identity
+        FROM information_schema.columns WHERE table_name = ${table} ORDER BY column_name`,
+    keys: (
+      await t.sql<{ def: string }[]>`
+        SELECT regexp_replace(pg_get_constraintdef(oid), '\\s+', ' ', 'g') AS def FROM pg_constraint
+         WHERE conrelid = ${table}::regclass AND contype IN ('p', 'u', 'c') ORDER BY contype, def`
+    ).map((r) => r.def),
+    uniqueIndexes: (
+      await t.sql<{ def: string }[]>`
+        SELECT regexp_replace(indexdef, '^.* USING ', '') AS def FROM pg_indexes
+         WHERE tablename = ${table} AND indexdef LIKE 'CREATE UNIQUE%' ORDER BY def`
+    ).map((r) => r.def),
+  });
+
+  it("agree column by column, key by key: an app that mounts the core with recordSchema gets this table", async () => {
+    await t.sql.unsafe(recordSchema({ table: "core_record", storeOutcome: "core_record_store_outcome" }));
+    const core = await shape("core_record");
+    const app = await shape("idempotency_record");
+    expect(core.columns).toEqual(app.columns);
+    expect(core.uniqueIndexes).toEqual(app.uniqueIndexes);
+    // The app's constraints are named by its migrations; what they say is the same.
+    expect(core.keys.filter((k) => !k.startsWith("CHECK"))).toEqual(
+      app.keys.filter((k) => !k.startsWith("CHECK")),
+    );
+    expect(core.keys.some((k) => /CHECK .*PROCESSING.*SUCCESS.*FAILED/.test(k))).toBe(true);
   });
 });

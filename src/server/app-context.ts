@@ -65,7 +65,6 @@ export function getAppContext(): AppContext {
       ttlMs: env.IDEMPOTENCY_TTL_HOURS * 60 * 60 * 1000,
       leaseMs: env.IDEMPOTENCY_LEASE_MS,
       waitMs: env.IDEMPOTENCY_WAIT_MS,
-      oneTransaction: env.IDEMPOTENCY_ONE_TRANSACTION,
       observe: telemetry.observer.idempotency,
       ...(env.IDEMPOTENCY_CACHE_ENTRIES > 0
         ? {

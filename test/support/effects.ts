@@ -20,7 +20,10 @@ export async function writeEffect(tx: Tx, label: string) {
   return { result: { effectId: row?.id, label }, bizId: String(row?.id) };
 }
 
-/** An operation that writes one effect labelled with its key. */
+/**
+ * An operation that writes one effect labelled with its key. It holds its key with a lease unless a test
+ * says `claim: "transaction"`: most tests of the core are about leases, take-overs and fencing.
+ */
 export function effectOperation(
   bizType: string,
   key: string,
@@ -32,6 +35,7 @@ export function effectOperation(
     key,
     request: { label: key },
     storedErrors: ["OUT_OF_STOCK"],
+    claim: "lease",
     execute: (tx) => writeEffect(tx, key),
     ...overrides,
   };

@@ -1,8 +1,8 @@
+import { RECORD_MACHINE } from "~/idempotency/machine";
 import { machine } from "~/shared/state-machine";
 import {
   CONSUME_STATUSES,
   COUPON_REDEMPTION_STATUSES,
-  IDEMPOTENCY_STATUSES,
   ORDER_STATUSES,
   PAYMENT_STATUSES,
   REFUND_STATUSES,
@@ -116,39 +116,8 @@ export const CONSUME_MACHINE = machine({
   },
 });
 
-export const IDEMPOTENCY_MACHINE = machine({
-  name: "idempotency record",
-  table: "idempotency_record",
-  states: IDEMPOTENCY_STATUSES,
-  transitions: {
-    claim: { from: [], to: "PROCESSING", on: "the first request with a key" },
-    refuse: {
-      from: [],
-      to: "FAILED",
-      on: "a final refusal stored in one step (the one-transaction claim rolled back with the business)",
-    },
-    renewLease: {
-      from: ["PROCESSING"],
-      to: "PROCESSING",
-      on: "its holder's lease ran out: another request takes the key over, with the next lease version",
-    },
-    succeed: {
-      from: ["PROCESSING"],
-      to: "SUCCESS",
-      on: "its holder stores the answer (fenced by its lease)",
-    },
-    fail: {
-      from: ["PROCESSING"],
-      to: "FAILED",
-      on: "its holder stores a final refusal (fenced by its lease)",
-    },
-    takeOver: {
-      from: ["PROCESSING", "SUCCESS", "FAILED"],
-      to: "PROCESSING",
-      on: "the key expired: a new request claims it, with the next lease version",
-    },
-  },
-});
+/** The record's machine belongs to the idempotency core (src/idempotency/machine.ts); here it joins the app's tables. */
+export const IDEMPOTENCY_MACHINE = machine({ ...RECORD_MACHINE, table: "idempotency_record" });
 
 export const MACHINES = [
   ORDER_MACHINE,

@@ -1,17 +1,16 @@
-export { type CleanupOptions, deleteExpiredRecords } from "./cleanup";
-export { canonicalJson, fingerprint } from "./fingerprint";
 export {
   type Acquired,
-  acquire,
   DEFAULT_IDEMPOTENCY_CONFIG,
-  executeUnderLease,
+  DEFAULT_REPLAY_CACHE_OPTIONS,
+  fingerprint,
   type IdempotencyConfig,
-  type IdempotentOperation,
   type IdempotentResult,
   type KeyRef,
   type Lease,
-  runIdempotent,
-} from "./idempotency";
+  ReplayCache,
+  type ReplayCacheOptions,
+} from "~/idempotency";
+export { type CleanupOptions, deleteExpiredRecords } from "./cleanup";
 export {
   type AnyOperation,
   defineOperation,
@@ -26,4 +25,4 @@ export {
   type RestBinding,
   runOperation,
 } from "./operation";
-export { DEFAULT_REPLAY_CACHE_OPTIONS, ReplayCache, type ReplayCacheOptions } from "./replay-cache";
+export { acquire, executeUnderLease, type IdempotentOperation, recordStore, runIdempotent } from "./run";

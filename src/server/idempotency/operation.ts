@@ -1,12 +1,8 @@
 import type { z } from "zod";
+import { type ClaimKind, DEFAULT_IDEMPOTENCY_CONFIG, type IdempotencyConfig } from "~/idempotency";
 import type { Db, Tx } from "~/server/db/client";
 import { type DomainErrorCode, unavailableIfTransient } from "~/server/errors";
-import {
-  DEFAULT_IDEMPOTENCY_CONFIG,
-  type IdempotencyConfig,
-  type IdempotentOperation,
-  runIdempotent,
-} from "./idempotency";
+import { type IdempotentOperation, runIdempotent } from "./run";
 
 /**
  * One idempotent operation, defined once in its capability folder. The tRPC
@@ -32,6 +28,8 @@ export interface Operation<S extends z.ZodType, R, D = unknown, I = z.output<S>>
    * be idempotent by its own key: a retry after a crash runs it again.
    */
   prepare?: (db: Db, input: I, ctx: OperationContext<D>) => Promise<void>;
+  /** How its key is held (src/idempotency/run.ts, claimOf): default `lease` with `prepare`, else `transaction`. */
+  claim?: ClaimKind;
   /** The business writes, in the transaction that also stores the answer. */
   execute: (tx: Tx, input: I, ctx: OperationContext<D>) => Promise<Executed<R>>;
   /** Work after the commit (telling the provider); best effort, idempotent; never changes the answer. */
@@ -175,6 +173,7 @@ export async function runOperation<S extends z.ZodType, R, D, I = z.output<S>>(
         : {}),
       request: canonicalRequest(op as unknown as Operation<z.ZodType, unknown, never, I>, call.input),
       storedErrors: op.storedErrors,
+      ...(op.claim ? { claim: op.claim } : {}),
       execute: async (tx) => {
         const executed = await op.execute(tx, call.input, ctx);
         return { result: executed, bizId: executed.bizId ?? null };

@@ -1,0 +1,97 @@
+import { isTransientError } from "./postgres";
+
+/** What a refusal tells the client beyond its code. */
+export interface RefusalDetails {
+  /** The client may send the same request again (with the same key) later. */
+  retryable?: boolean;
+  retryAfterMs?: number;
+  /** This refusal is the stored outcome of an earlier request with the same key. */
+  replayed?: boolean;
+  /** When the key is forgotten (so a client knows how long it may retry). */
+  keyExpiresAt?: Date;
+  /** Extra facts for the client, e.g. which SKU is out of stock. */
+  meta?: Record<string, unknown>;
+}
+
+/** A declared refusal as the record stores it, and replays it. */
+export interface StoredRefusal {
+  code: string;
+  message: string;
+  meta?: Record<string, unknown>;
+}
+
+/**
+ * Every refusal the core answers: its own (a key reused with another request, a copy still running, a lease
+ * lost, the database away) and a business refusal the operation declared, stored and replayed. The app turns
+ * it into its own error type in one place (src/server/idempotency/run.ts).
+ */
+export class IdempotencyError extends Error {
+  override readonly name = "IdempotencyError";
+
+  constructor(
+    readonly code: string,
+    message: string,
+    readonly details: RefusalDetails = {},
+    options?: ErrorOptions,
+  ) {
+    super(message, options);
+  }
+}
+
+export function keyReused(): IdempotencyError {
+  return new IdempotencyError(
+    "IDEMPOTENCY_KEY_REUSED",
+    "This idempotency key was already used with a different request. Use a new key for a new request.",
+  );
+}
+
+export function inProgress(keyExpiresAt: Date | undefined): IdempotencyError {
+  return new IdempotencyError(
+    "REQUEST_IN_PROGRESS",
+    "A request with this idempotency key is still being processed; retry with the same key.",
+    { retryable: true, retryAfterMs: 1000, ...(keyExpiresAt ? { keyExpiresAt } : {}) },
+  );
+}
+
+export function leaseLost(): IdempotencyError {
+  return new IdempotencyError(
+    "IDEMPOTENCY_LEASE_LOST",
+    "This request took too long and another request with the same key took over; retry with the same key to get its result.",
+    { retryable: true, retryAfterMs: 500 },
+  );
+}
+
+/** The database went away: a failure the client retries with the same key, never an internal error. */
+export function unavailableIfTransient(error: unknown): unknown {
+  return !(error instanceof IdempotencyError) && isTransientError(error)
+    ? new IdempotencyError(
+        "SERVICE_UNAVAILABLE",
+        "The service is temporarily unavailable; retry the same request with the same key.",
+        { retryable: true, retryAfterMs: 1000 },
+        { cause: error },
+      )
+    : error;
+}
+
+/** Fail closed: when the record cannot be read or written, the operation does not run. */
+export async function guard<R>(statement: () => Promise<R>): Promise<R> {
+  try {
+    return await statement();
+  } catch (error) {
+    throw unavailableIfTransient(error);
+  }
+}
+
+/** A stored refusal, answered again. */
+export function replayedRefusal(stored: StoredRefusal, keyExpiresAt: Date): IdempotencyError {
+  return new IdempotencyError(stored.code, stored.message, {
+    replayed: true,
+    meta: stored.meta,
+    keyExpiresAt,
+  });
+}
+
+/** A declared refusal, stored under the key just now: the client learns how long the key keeps it. */
+export function storedRefusal(stored: StoredRefusal, keyExpiresAt: Date, cause: unknown): IdempotencyError {
+  return new IdempotencyError(stored.code, stored.message, { meta: stored.meta, keyExpiresAt }, { cause });
+}

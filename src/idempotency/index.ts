@@ -1,0 +1,39 @@
+/**
+ * The idempotency core: run an operation once per key on PostgreSQL, whatever the copies, crashes and
+ * retries (docs/idempotency.md). It imports nothing from the app that mounts it (a lint rule holds that):
+ * the app hands it a RecordStore (its pool, a way to hold a connection, the table's names), an operation
+ * and a config (its observer, its replay cache). Copy this folder to use it elsewhere; examples/plain-node
+ * mounts it in a bare node:http server.
+ */
+export { acquire, executeUnderLease } from "./claim-with-lease";
+export {
+  IdempotencyError,
+  type RefusalDetails,
+  type StoredRefusal,
+} from "./errors";
+export { ABSORBERS, type Absorber, type IdempotencyEvent, type IdempotencyOutcome } from "./events";
+export { canonicalJson, fingerprint } from "./fingerprint";
+export { RECORD_MACHINE, RECORD_STATUSES, type RecordStatus } from "./machine";
+export { isTransientError, pipelined } from "./postgres";
+export {
+  type CachedOutcome,
+  DEFAULT_REPLAY_CACHE_OPTIONS,
+  ReplayCache,
+  type ReplayCacheOptions,
+} from "./replay-cache";
+export { claimOf, runIdempotent } from "./run";
+export { recordSchema } from "./schema";
+export {
+  type Acquired,
+  type Call,
+  type ClaimKind,
+  DEFAULT_IDEMPOTENCY_CONFIG,
+  type ExecuteResult,
+  type HeldConnection,
+  type IdempotencyConfig,
+  type IdempotentOperation,
+  type IdempotentResult,
+  type KeyRef,
+  type Lease,
+  type RecordStore,
+} from "./types";

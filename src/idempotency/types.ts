@@ -1,0 +1,151 @@
+import type postgres from "postgres";
+import type { StoredRefusal } from "./errors";
+import type { IdempotencyEvent } from "./events";
+import type { ReplayCache } from "./replay-cache";
+
+/**
+ * Where the records live and how to reach them: the only things the core takes from the app that mounts it.
+ * `Tx` is whatever handle the app's business writes use (a drizzle transaction, a postgres.js connection).
+ */
+export interface RecordStore<Tx> {
+  /** The pool: the core's own statements outside a business transaction. */
+  sql: postgres.Sql;
+  /** A connection of its own, with the business handle bound to it; the core sends BEGIN and COMMIT itself. */
+  hold(): Promise<HeldConnection<Tx>>;
+  /** The record table and its fenced store function, as made by recordSchema (./schema.ts). */
+  table: string;
+  storeOutcome: string;
+}
+
+export interface HeldConnection<Tx> {
+  tx: Tx;
+  /** Raw statements on the same connection (BEGIN, the claim, COMMIT). */
+  sql: postgres.ReservedSql;
+  /** Gives it back; `ended`: the caller saw its COMMIT or ROLLBACK, so no transaction is open. */
+  close(options?: { ended?: boolean }): Promise<void>;
+}
+
+export interface IdempotencyConfig {
+  /** How long a key (and its stored outcome) is kept. */
+  ttlMs: number;
+  /** How long a holder may take before another request may take over its key. */
+  leaseMs: number;
+  /** How long a concurrent duplicate waits for the holder before answering REQUEST_IN_PROGRESS. */
+  waitMs: number;
+  /** Told the outcome of every call (logs, metrics). */
+  observe?: (event: IdempotencyEvent) => void;
+  /** This instance's replay cache (absent: every replay reads the database). */
+  cache?: ReplayCache;
+}
+
+export const DEFAULT_IDEMPOTENCY_CONFIG: IdempotencyConfig = {
+  ttlMs: 24 * 60 * 60 * 1000,
+  leaseMs: 30_000,
+  waitMs: 5_000,
+};
+
+export interface KeyRef {
+  /** Whose key: the shopper. One scope can never see another's records. */
+  scope: string;
+  bizType: string;
+  key: string;
+  /**
+   * The shape of the answer this code stores (default 1), kept on the record by whoever claims or takes the
+   * key: an answer stored by an older deploy is replayed through `upgradeAnswer`, or as stored.
+   */
+  answerVersion?: number;
+}
+
+/**
+ * How a key is held while its operation runs (./claim-in-transaction.ts, ./claim-with-lease.ts):
+ *   transaction - the claim is a row of the business transaction itself; for work all in this database
+ *   lease - the claim commits first, with a lease a duplicate may take over when it runs out; for work
+ *           with an outside effect (`prepare`)
+ */
+export type ClaimKind = "transaction" | "lease";
+
+export interface ExecuteResult<T> {
+  result: T;
+  /** Id of the business object the operation made, kept on the record for operators. */
+  bizId?: string | null;
+}
+
+export interface IdempotentOperation<T, Tx> extends KeyRef {
+  /** The validated, normalised request; its canonical hash decides "same request". */
+  request: unknown;
+  /** Business writes. Runs inside the transaction that also stores the outcome. */
+  execute: (tx: Tx) => Promise<ExecuteResult<T>>;
+  /**
+   * A deterministic business refusal, as stored and replayed like a success (absent, or undefined for this
+   * error: not one; the key is freed so the same key can run again).
+   */
+  refusal?: (error: unknown) => StoredRefusal | undefined;
+  /**
+   * Work outside this database that must precede the business transaction. It runs once
+   * the key is held (so duplicates wait for, or replay, the holder instead of repeating
+   * it), outside any transaction, and must be idempotent by its own key: a holder that
+   * crashed is taken over, and the taker runs it again.
+   */
+  prepare?: () => Promise<void>;
+  /** How the key is held; default: `lease` with `prepare`, else `transaction` (one commit). */
+  claim?: ClaimKind;
+  /** Reads a success stored under an older `answerVersion` as this code answers it (absent: as stored). */
+  upgradeAnswer?: (stored: unknown, storedVersion: number) => T;
+}
+
+export interface IdempotentResult<T> {
+  result: T;
+  replayed: boolean;
+  bizId: string | null;
+  /** When the key is forgotten: until then, the same request gets this answer. */
+  keyExpiresAt: Date;
+}
+
+/** Proof of holding a key: every write made under it is conditional on `leaseVersion`. */
+export interface Lease {
+  /** The record's key is (user_id, id): its scope and its id. */
+  scope: string;
+  recordId: number;
+  leaseVersion: number;
+  expiresAt: Date;
+  /** How long the key still lives, as the database computed it (the replay cache's clock). */
+  remainingMs: number;
+  /** performance.now() before that statement was sent. */
+  askedAt: number;
+}
+
+/** A final outcome under a key: what every later copy is answered. */
+export interface StoredOutcome {
+  status: "SUCCESS" | "FAILED";
+  responseBody: unknown;
+  /** The shape it was stored in (KeyRef.answerVersion of the code that stored it). */
+  answerVersion: number;
+  bizId: string | null;
+  expiresAt: Date;
+  /** As on Lease: when a cache may stop trusting it. */
+  remainingMs: number;
+  askedAt: number;
+}
+
+export type Acquired = { kind: "owner"; lease: Lease } | { kind: "stored"; outcome: StoredOutcome };
+
+/** What one call went through, for its observer: whether it waited for another copy of itself, and what answered it. */
+export interface Trace {
+  waited: boolean;
+  by?: "cache" | "flight" | "record" | "lease" | "claim";
+}
+
+/** Tells the replay cache an outcome that is now final under the key. */
+export type Remember = (outcome: StoredOutcome) => void;
+
+/** One call on its way through the phases. */
+export interface Call<T, Tx> {
+  store: RecordStore<Tx>;
+  op: IdempotentOperation<T, Tx>;
+  requestFingerprint: string;
+  config: IdempotencyConfig;
+  remember: Remember;
+  trace: Trace;
+}
+
+export const versionOf = (ref: { answerVersion?: number }) => ref.answerVersion ?? 1;
