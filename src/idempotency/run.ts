@@ -3,7 +3,7 @@ import { claimWithLease } from "./claim-with-lease";
 import { IdempotencyError } from "./errors";
 import { ABSORBERS, type IdempotencyOutcome } from "./events";
 import { fingerprint } from "./fingerprint";
-import { throughCache } from "./replay-cache";
+import { throughCache } from "./look-up";
 import {
   type Call,
   type ClaimKind,
@@ -17,7 +17,7 @@ import {
 
 /**
  * Runs an operation once per key (docs/idempotency.md walks these phases):
- *   1 look up   the request's fingerprint; this instance's replay cache, if it has one (./replay-cache.ts)
+ *   1 look up   the request's fingerprint; this instance's replay cache, if it has one (./look-up.ts)
  *   2 claim     the key, by the operation's declared claim (./claim-in-transaction.ts, ./claim-with-lease.ts);
  *               a copy that finds an outcome stored answers it (./record.ts, settle and replay)
  *   3 execute   the business writes, in the transaction that will store the outcome
