@@ -1,5 +1,5 @@
 import { spawnSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
@@ -20,7 +20,7 @@ function lint(files: Record<string, string>): string[] {
       mkdirSync(path.dirname(path.join(dir, file)), { recursive: true });
       writeFileSync(path.join(dir, file), text);
     }
-    const run = spawnSync(path.resolve("node_modules/.bin/biome"), ["lint", "--max-diagnostics=50", "."], {
+    const run = spawnSync(path.resolve("node_modules/.bin/biome"), ["lint", "--max-diagnostics=1000", "."], {
       cwd: dir,
       encoding: "utf8",
     });
@@ -33,7 +33,64 @@ function lint(files: Record<string, string>): string[] {
   }
 }
 
+/**
+ * The direction between the capabilities of src/server, from the ground up (docs/architecture.md): each may
+ * import what stands on a lower floor, never what stands above it. Payments stands below orders: it knows an
+ * order only by its reference (db/order-ref.ts), and cancelling an order closes its payments; refunds stand
+ * above both, and payments hands refund facts to them through a port (payments/refunds-port.ts).
+ */
+const FLOORS = [
+  ["db", "errors"],
+  ["idempotency", "observability", "ledger", "catalog", "gateway", "session", "coupons"],
+  ["payments"],
+  ["orders"],
+  ["refunds"],
+  ["fulfilment", "reconciliation", "story"],
+  ["admin"],
+  ["trpc", "rest", "app-context", "jobs", "operations"],
+];
+const SINGLE_FILES = ["errors", "app-context", "jobs", "operations"];
+const fileOf = (capability: string) =>
+  SINGLE_FILES.includes(capability) ? `src/server/${capability}.ts` : `src/server/${capability}/planted.ts`;
+const moduleOf = (capability: string) =>
+  SINGLE_FILES.includes(capability) ? `~/server/${capability}` : `~/server/${capability}/x`;
+/** One file per capability, importing one name from each of `others`. */
+function importing(capabilities: string[], others: (level: number) => string[]): Record<string, string> {
+  const files: Record<string, string> = {};
+  FLOORS.forEach((floor, level) => {
+    const targets = others(level);
+    if (targets.length === 0) return;
+    for (const capability of floor.filter((c) => capabilities.includes(c))) {
+      const lines = targets.map((target, i) => `import { x${i} } from "${moduleOf(target)}";`);
+      files[fileOf(capability)] =
+        `${lines.join("\n")}\nexport const y = [${targets.map((_, i) => `x${i}`).join(", ")}];\n`;
+    }
+  });
+  return files;
+}
+
 describe("import boundaries, held by the linter", () => {
+  it("every folder and file of src/server stands on a floor", () => {
+    const entries = readdirSync("src/server", { withFileTypes: true }).map((e) =>
+      e.isDirectory() ? e.name : e.name.replace(/\.ts$/, ""),
+    );
+    expect(entries.filter((name) => !FLOORS.flat().includes(name))).toEqual([]);
+  });
+
+  it("every capability of src/server imports only downward: an import of any capability above it is refused", () => {
+    const all = FLOORS.flat();
+    const upward = importing(all, (level) => FLOORS.slice(level + 1).flat());
+    const expected = FLOORS.reduce(
+      (sum, floor, level) => sum + floor.length * FLOORS.slice(level + 1).flat().length,
+      0,
+    );
+    const refusals = lint(upward);
+    expect(refusals).toHaveLength(expected);
+    expect(refusals.every((r) => r.startsWith("Capabilities import only downward"))).toBe(true);
+    // The other way round is the direction: each imports from every floor below it.
+    expect(lint(importing(all, (level) => FLOORS.slice(0, level).flat()))).toEqual([]);
+  });
+
   it("the idempotency core imports nothing from the app, no framework and no ORM", () => {
     expect(
       lint({

@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { readFileSync } from "node:fs";
 import pino from "pino";
 import { onTestFinished } from "vitest";
 import { ABSORBERS } from "~/idempotency/events";
@@ -7,8 +8,9 @@ import { handleConsumeJob } from "~/server/fulfilment/worker";
 import { ReplayCache } from "~/server/idempotency";
 import { AttemptLog } from "~/server/observability/attempt-log";
 import { CONSUMER_ABSORBERS, createTelemetry } from "~/server/observability/observer";
+import { OPERATIONS } from "~/server/operations";
 import { createOrderOperation } from "~/server/orders/create-order";
-import { orderStory } from "~/server/orders/story";
+import { orderStory, STORY_OPERATIONS } from "~/server/story/story";
 import { createCaller } from "~/server/trpc/root";
 import { describe, expect, test } from "./support/fixtures";
 import { payThroughProvider } from "./support/scenarios";
@@ -47,6 +49,14 @@ const lane = (story: Awaited<ReturnType<typeof orderStory>>, layer: string) => {
 };
 
 describe("the story of one order, from what the layers recorded", () => {
+  test("finds an order's keys under every operation the app has, by the operations' own names", () => {
+    expect(Object.values(STORY_OPERATIONS).sort()).toEqual(OPERATIONS.map((op) => op.name).sort());
+    const text = readFileSync("src/server/story/story.ts", "utf8");
+    expect(OPERATIONS.filter((op) => text.includes(`'${op.name}'`) || text.includes(`"${op.name}"`))).toEqual(
+      [],
+    );
+  });
+
   for (const mode of [
     {
       name: "one transaction, replay cache",

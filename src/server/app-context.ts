@@ -1,4 +1,5 @@
 import { getEnv } from "~/env";
+import { REFUNDS_PORT } from "~/server/refunds/facts";
 import { getLogger } from "~/shared/logger";
 import { createDb, type Db } from "./db/client";
 import { createGateway, type Gateway } from "./gateway/gateway";
@@ -89,6 +90,7 @@ export function getAppContext(): AppContext {
       queryIntervalMs: env.PAYMENT_QUERY_INTERVAL_MS,
       observer: telemetry.observer,
       refusals: new RefusalTally(),
+      refunds: REFUNDS_PORT,
     },
   };
   globalForApp.checkoutApp = app;

@@ -6,6 +6,7 @@ import type { Db } from "~/server/db/client";
 import { createGateway, DEFAULT_GATEWAY_CONFIG } from "~/server/gateway/gateway";
 import { createTelemetry } from "~/server/observability/observer";
 import { RefusalTally } from "~/server/payments/refused-notifications";
+import { REFUNDS_PORT } from "~/server/refunds/facts";
 
 export const TEST_WEBHOOK_SECRET = "whsec_test_secret_0123456789";
 export const TEST_APP_ID = "app_test";
@@ -30,6 +31,7 @@ export function testAppContext(db: Db, baseUrl = "http://127.0.0.1:1"): AppConte
       timeoutIntervalMs: 0,
       queryIntervalMs: 0,
       refusals: new RefusalTally(),
+      refunds: REFUNDS_PORT,
     },
   };
 }

@@ -1,9 +1,9 @@
 import { and, desc, eq, inArray, sql } from "drizzle-orm";
 import type { Executor, Tx } from "~/server/db/client";
 import { COUPON_REDEMPTION_MACHINE } from "~/server/db/machines";
+import { isOrder, type OrderRef } from "~/server/db/order-ref";
 import { benefitGrant, benefitReversal, couponRedemption } from "~/server/db/schema";
 import { DomainError } from "~/server/errors";
-import { isOrder, type OrderRef } from "~/server/orders/order-ref";
 
 /**
  * Coupons: granted by the benefits consumer when an order is paid, redeemed by

@@ -3,6 +3,7 @@ import { and, eq, inArray, sql } from "drizzle-orm";
 import { revokeCoupon } from "~/server/coupons/coupons";
 import type { Tx } from "~/server/db/client";
 import { ORDER_MACHINE } from "~/server/db/machines";
+import { isOrder, type OrderRef } from "~/server/db/order-ref";
 import {
   benefitGrant,
   benefitReversal,
@@ -15,7 +16,6 @@ import {
   stockReturnRecord,
 } from "~/server/db/schema";
 import { refundableOf } from "~/server/ledger/ledger";
-import { isOrder, type OrderRef } from "~/server/orders/order-ref";
 import { lockPaidPayment, recordRefund } from "~/server/refunds/create-refund";
 import type { Consumer, OutboxEvent } from "./consume";
 import {

@@ -1,7 +1,7 @@
 import { sql } from "drizzle-orm";
 import type { Tx } from "~/server/db/client";
+import type { OrderRef } from "~/server/db/order-ref";
 import type { OrderStatus } from "~/server/db/schema";
-import type { OrderRef } from "~/server/orders/order-ref";
 
 /**
  * What an order should hold, and what it holds, of stock and loyalty points. The consumers

@@ -1,16 +1,14 @@
 import { and, eq, inArray, sql } from "drizzle-orm";
 import { releaseCoupon } from "~/server/coupons/coupons";
 import { absorbedByUpdate, ORDER_MACHINE } from "~/server/db/machines";
+import { getOwnedOrder, isOrder, orderIdInput, orderIdParams } from "~/server/db/order-ref";
 import { orders, paymentOrder } from "~/server/db/schema";
 import { DomainError } from "~/server/errors";
 import { defineOperation, type OperationContext } from "~/server/idempotency";
-import { isOrder } from "~/server/orders/order-ref";
-import { closeOpenPayments } from "~/server/payments/close-payments";
-import type { ProviderClientDeps } from "~/server/payments/provider-client";
-import { getOwnedOrder } from "./queries";
-import { orderIdInput, orderIdParams, orderResource } from "./schema";
+import { type CloseDeps, closeOpenPayments } from "~/server/payments/close-payments";
+import { orderResource } from "./schema";
 
-type CancelContext = OperationContext<{ payments: ProviderClientDeps }>;
+type CancelContext = OperationContext<{ payments: CloseDeps }>;
 
 /**
  * Cancels an unpaid order: PENDING_PAYMENT → CLOSED, once. Its open payments are

@@ -1,19 +1,8 @@
 import { asc, desc, eq } from "drizzle-orm";
 import type { Executor } from "~/server/db/client";
+import { getOwnedOrder, isOrder, orderColumns } from "~/server/db/order-ref";
 import { orderItem, orders } from "~/server/db/schema";
-import { DomainError } from "~/server/errors";
 import { moneyOf, type OrderMoney, orderLedger } from "~/server/ledger/ledger";
-import { isOrder } from "./order-ref";
-
-const orderColumns = {
-  orderId: orders.id,
-  status: orders.status,
-  amountCents: orders.amountCents,
-  discountCents: orders.discountCents,
-  currency: orders.currency,
-  requestId: orders.requestId,
-  createdAt: orders.createdAt,
-};
 
 /** Another shopper's order is indistinguishable from one that does not exist. */
 export async function getOrderById(db: Executor, userId: string, orderId: string) {
@@ -39,16 +28,6 @@ export function listOrders(db: Executor, userId: string, limit = 50) {
     .where(eq(orders.userId, userId))
     .orderBy(desc(orders.createdAt))
     .limit(limit);
-}
-
-/** The shopper's order, or ORDER_NOT_FOUND (also for another shopper's order). */
-export async function getOwnedOrder(db: Executor, userId: string, orderId: string) {
-  const [order] = await db
-    .select(orderColumns)
-    .from(orders)
-    .where(isOrder(orders, orders.id, { userId, orderId }));
-  if (!order) throw new DomainError("ORDER_NOT_FOUND", "order not found");
-  return order;
 }
 
 /**

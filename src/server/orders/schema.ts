@@ -41,11 +41,6 @@ export const createOrderInput = z.object({
 export type CreateOrderInput = z.infer<typeof createOrderInput>;
 export type OrderLine = z.infer<typeof orderLineSchema>;
 
-export const orderIdInput = z.object({ orderId: z.uuid("orderId must be a UUID") });
-
-/** Path parameters of an order's REST routes. */
-export const orderIdParams = z.object({ orderId: z.uuid("orderId must be a UUID") });
-
 /** The REST body of an order: the items (the key travels in the Idempotency-Key header). */
 export const createOrderBody = z
   .object({ items: createOrderInput.shape.items, couponCode: createOrderInput.shape.couponCode })

@@ -3,7 +3,7 @@ import type { Db } from "~/server/db/client";
 import { orders } from "~/server/db/schema";
 import { isDomainError } from "~/server/errors";
 import { runOperation } from "~/server/idempotency";
-import type { ProviderClientDeps } from "~/server/payments/provider-client";
+import type { CloseDeps } from "~/server/payments/close-payments";
 import { cancelOrderOperation } from "./cancel-order";
 
 export interface TimeoutOutcome {
@@ -22,7 +22,7 @@ export interface TimeoutOutcome {
  */
 export async function closeTimedOutOrders(
   db: Db,
-  deps: { payments: ProviderClientDeps & { paymentTimeoutS: number } },
+  deps: { payments: CloseDeps & { paymentTimeoutS: number } },
   limit = 20,
 ): Promise<TimeoutOutcome> {
   const due = await db

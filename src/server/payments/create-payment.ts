@@ -2,11 +2,10 @@ import { randomBytes } from "node:crypto";
 import { and, inArray, sql } from "drizzle-orm";
 import type { Db, Executor } from "~/server/db/client";
 import { PAYMENT_MACHINE } from "~/server/db/machines";
+import { isOrder, orderIdInput, orderIdParams } from "~/server/db/order-ref";
 import { orders, paymentOrder } from "~/server/db/schema";
 import { DomainError } from "~/server/errors";
 import { defineOperation, type OperationContext, runOperation } from "~/server/idempotency";
-import { isOrder } from "~/server/orders/order-ref";
-import { orderIdInput, orderIdParams } from "~/server/orders/schema";
 import { type PayRequest, signPayRequest } from "~/shared/provider-contract";
 import { paymentResource } from "./schema";
 

@@ -4,8 +4,6 @@ import { absorbedByUpdate, ORDER_MACHINE, onlyFrom, PAYMENT_MACHINE } from "~/se
 import { orders, outboxEvent, paymentNotification, paymentOrder } from "~/server/db/schema";
 import { postCapture } from "~/server/ledger/ledger";
 import type { Observer } from "~/server/observability/observer";
-import { applyRefundFailed, applyRefundSucceeded } from "~/server/refunds/complete-refund";
-import { recordSystemRefund } from "~/server/refunds/transitions";
 import { violatedConstraint } from "~/shared/postgres-driver";
 import {
   MERCHANT_SUCCESS_BODY,
@@ -13,6 +11,7 @@ import {
   notificationBodySchema,
   verifyBodySignature,
 } from "~/shared/provider-contract";
+import type { RefundsPort } from "./refunds-port";
 import type { RefusalTally } from "./refused-notifications";
 import { ok, refuse, type Verdict } from "./verdict";
 
@@ -24,6 +23,8 @@ export interface NotifyDeps {
   observer?: Observer;
   /** Where notifications that fail verification are counted (see ./refused-notifications.ts). */
   refusals?: RefusalTally;
+  /** Where refund facts, and refunds owed, go (./refunds-port.ts). */
+  refunds: RefundsPort;
 }
 
 export interface RawNotification {
@@ -92,7 +93,7 @@ export async function handlePaymentNotification(
 
   try {
     return await db.transaction(async (tx) => {
-      const verdict = await applyProviderFact(tx, parsed);
+      const verdict = await applyProviderFact(tx, parsed, deps.refunds);
       return record(tx, verdict);
     });
   } catch (error) {
@@ -140,11 +141,12 @@ function answer(verdict: Verdict): NotifyAnswer {
  * Applies one fact from the provider (a notification, or the answer to a status
  * query) through conditional transitions. Call it inside a transaction.
  */
-export async function applyProviderFact(tx: Tx, n: NotificationBody): Promise<Verdict> {
+export async function applyProviderFact(tx: Tx, n: NotificationBody, refunds: RefundsPort): Promise<Verdict> {
   const [payment] = await tx.select().from(paymentOrder).where(eq(paymentOrder.outTradeNo, n.out_trade_no));
   if (!payment) return refuse("UNKNOWN_PAYMENT", 404, `no payment ${n.out_trade_no}`);
-  if (n.type === "refund.succeeded") return applyRefundSucceeded(tx, payment, n);
-  if (n.type === "refund.failed") return applyRefundFailed(tx, payment, n);
+  // Facts about refunds are refunds' to apply.
+  if (n.type === "refund.succeeded") return refunds.succeeded(tx, payment, n);
+  if (n.type === "refund.failed") return refunds.failed(tx, payment, n);
   if (payment.amountCents !== n.amount_cents || payment.currency !== n.currency) {
     return refuse(
       "AMOUNT_MISMATCH",
@@ -155,7 +157,7 @@ export async function applyProviderFact(tx: Tx, n: NotificationBody): Promise<Ve
   }
   switch (n.type) {
     case "payment.succeeded":
-      return applySuccess(tx, payment, n);
+      return applySuccess(tx, payment, n, refunds);
     case "payment.closed":
       return applyClosed(tx, payment);
     default:
@@ -175,7 +177,12 @@ interface PaymentKey {
   currency: string;
 }
 
-async function applySuccess(tx: Tx, payment: PaymentKey, n: NotificationBody): Promise<Verdict> {
+async function applySuccess(
+  tx: Tx,
+  payment: PaymentKey,
+  n: NotificationBody,
+  refunds: RefundsPort,
+): Promise<Verdict> {
   const { userId, id: paymentId, orderId } = payment;
   if (!n.transaction_id) return refuse("MALFORMED", 400, "a success needs a transaction_id");
   const clash = await transactionClash(tx, paymentId, n.transaction_id);
@@ -203,7 +210,7 @@ async function applySuccess(tx: Tx, payment: PaymentKey, n: NotificationBody): P
   if (moved) await postCapture(tx, payment, n.transaction_id);
   if (!moved) {
     // The money came for a payment that cannot be the order's: it goes back, automatically, once.
-    const late = await takeLatePayment(tx, payment, n.transaction_id);
+    const late = await takeLatePayment(tx, payment, n.transaction_id, refunds);
     if (late) return late;
     // Zero rows: already decided. Say success for the fact we already have.
     const [current] = await tx
@@ -295,6 +302,7 @@ async function takeLatePayment(
   tx: Tx,
   payment: PaymentKey,
   transactionId: string,
+  refunds: RefundsPort,
 ): Promise<Verdict | undefined> {
   const [late] = await tx
     .update(paymentOrder)
@@ -309,7 +317,7 @@ async function takeLatePayment(
     .returning();
   if (!late) return undefined;
   await postCapture(tx, late, transactionId);
-  await recordSystemRefund(tx, {
+  await refunds.owed(tx, {
     userId: late.userId,
     refundNo: lateRefundNo(transactionId),
     orderId: late.orderId,

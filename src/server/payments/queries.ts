@@ -1,8 +1,7 @@
 import { asc, desc, eq, inArray, ne, or, sql } from "drizzle-orm";
 import type { Executor } from "~/server/db/client";
+import { getOwnedOrder, isOrder, type OrderRef } from "~/server/db/order-ref";
 import { paymentNotification, paymentOrder, refusedNotification } from "~/server/db/schema";
-import { isOrder, type OrderRef } from "~/server/orders/order-ref";
-import { getOwnedOrder } from "~/server/orders/queries";
 
 /** An order's payments, newest first. The caller has checked the order is the shopper's. */
 export function paymentsOfOrder(db: Executor, order: OrderRef) {

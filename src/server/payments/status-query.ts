@@ -1,8 +1,7 @@
 import { and, eq, inArray, ne, sql } from "drizzle-orm";
 import type { Db } from "~/server/db/client";
+import { getOwnedOrder, isOrder } from "~/server/db/order-ref";
 import { orders, paymentOrder, refundOrder } from "~/server/db/schema";
-import { isOrder } from "~/server/orders/order-ref";
-import { getOwnedOrder } from "~/server/orders/queries";
 import {
   type NotificationBody,
   type TradeStatus,
@@ -11,6 +10,7 @@ import {
 } from "~/shared/provider-contract";
 import { applyProviderFact, type NotifyDeps, recordReceived } from "./notify";
 import { getFromProvider, type ProviderClientDeps } from "./provider-client";
+import type { RefundsPort } from "./refunds-port";
 
 export interface StatusQueryDeps extends NotifyDeps, ProviderClientDeps {}
 
@@ -78,7 +78,8 @@ export async function syncPaymentStatus(
   }
   if (facts.length === 0) return { outTradeNo, providerStatus: status.status, outcome: "UNCHANGED" };
   const outcomes: string[] = [];
-  for (const fact of facts) outcomes.push((await applyFactFromProvider(db, "query", fact)).outcome);
+  for (const fact of facts)
+    outcomes.push((await applyFactFromProvider(db, "query", fact, deps.refunds)).outcome);
   return { outTradeNo, providerStatus: status.status, outcome: outcomes.join(",") };
 }
 
@@ -86,9 +87,14 @@ export async function syncPaymentStatus(
  * A fact the merchant learnt by asking the provider (a status query, the answer to a close),
  * applied through the same conditional transitions as a notification, and kept in the payment's timeline.
  */
-export function applyFactFromProvider(db: Db, via: "query" | "close", fact: NotificationBody) {
+export function applyFactFromProvider(
+  db: Db,
+  via: "query" | "close",
+  fact: NotificationBody,
+  refunds: RefundsPort,
+) {
   return db.transaction(async (tx) => {
-    const applied = await applyProviderFact(tx, fact);
+    const applied = await applyProviderFact(tx, fact, refunds);
     await recordReceived(
       tx,
       {

@@ -2,6 +2,7 @@ import { and, asc, eq, inArray, notInArray, sql } from "drizzle-orm";
 import { couponEarnedBy, revokeCoupon } from "~/server/coupons/coupons";
 import type { Executor, Tx } from "~/server/db/client";
 import { REFUND_MACHINE } from "~/server/db/machines";
+import { getOwnedOrder, isOrder, type OrderRef, orderIdParams } from "~/server/db/order-ref";
 import {
   orderItem,
   orders,
@@ -15,9 +16,7 @@ import { DomainError } from "~/server/errors";
 import { defineOperation, type OperationContext } from "~/server/idempotency";
 import { postRefundMove, refundableOf } from "~/server/ledger/ledger";
 import { normaliseLines } from "~/server/orders/create-order";
-import { isOrder, type OrderRef } from "~/server/orders/order-ref";
-import { getOwnedOrder } from "~/server/orders/queries";
-import { type OrderLine, orderIdParams } from "~/server/orders/schema";
+import type { OrderLine } from "~/server/orders/schema";
 import { type CreateRefundInput, createRefundBody, createRefundInput, refundResource } from "./schema";
 import { type RefundDeps, submitRefund } from "./submit";
 import { restateRejectedRefunds } from "./transitions";

@@ -1,8 +1,7 @@
 import { desc } from "drizzle-orm";
 import type { Executor } from "~/server/db/client";
+import { getOwnedOrder, isOrder, type OrderRef } from "~/server/db/order-ref";
 import { refundOrder } from "~/server/db/schema";
-import { isOrder, type OrderRef } from "~/server/orders/order-ref";
-import { getOwnedOrder } from "~/server/orders/queries";
 import { refundLinesOf } from "./create-refund";
 
 export async function listRefunds(db: Executor, userId: string, orderId: string) {

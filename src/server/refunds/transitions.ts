@@ -4,6 +4,7 @@ import { onlyFrom, REFUND_MACHINE } from "~/server/db/machines";
 import type { RefundStatus } from "~/server/db/schema";
 import { refundOrder } from "~/server/db/schema";
 import { type LedgerRefund, postRefundMove, refundableOf } from "~/server/ledger/ledger";
+import type { OwedRefund } from "~/server/payments/refunds-port";
 
 export interface MovedRefund extends LedgerRefund {
   refundNo: string;
@@ -173,18 +174,7 @@ async function refundWhatAShortOrderKeeps(tx: Tx, payment: { userId: string; id:
  * A refund the system owes (its number under `sys/`, which no shopper's may hold): recorded once per number
  * (the unique index decides; a repeat does nothing), owed at once in the ledger.
  */
-export async function recordSystemRefund(
-  tx: Tx,
-  refund: {
-    userId: string;
-    refundNo: string;
-    orderId: string;
-    paymentId: string;
-    amountCents: number;
-    currency: string;
-    reason: string;
-  },
-): Promise<void> {
+export async function recordSystemRefund(tx: Tx, refund: OwedRefund): Promise<void> {
   const [created] = await tx
     .insert(refundOrder)
     .values({ ...refund, status: REFUND_MACHINE.transitions.record.to })

@@ -1,6 +1,6 @@
+import { orderIdParams } from "~/server/db/order-ref";
 import { DomainError } from "~/server/errors";
 import { getOrderById } from "~/server/orders/queries";
-import { orderIdParams } from "~/server/orders/schema";
 import { paymentsOfOrder } from "~/server/payments/queries";
 import { refundsOfOrder } from "~/server/refunds/queries";
 import { revokeCredentials } from "~/server/session/api-tokens";

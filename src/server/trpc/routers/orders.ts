@@ -1,7 +1,7 @@
+import { orderIdInput } from "~/server/db/order-ref";
 import { cancelOrderOperation } from "~/server/orders/cancel-order";
 import { getOrderById, getOrderMoney, listOrders } from "~/server/orders/queries";
-import { orderIdInput } from "~/server/orders/schema";
-import { ownOrderStory } from "~/server/orders/story";
+import { ownOrderStory } from "~/server/story/story";
 import { router, shopperProcedure } from "~/server/trpc/init";
 import { mutationOf } from "~/server/trpc/operation";
 

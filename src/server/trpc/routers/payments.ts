@@ -1,4 +1,4 @@
-import { orderIdInput } from "~/server/orders/schema";
+import { orderIdInput } from "~/server/db/order-ref";
 import { createPaymentOperation } from "~/server/payments/create-payment";
 import { getPaymentTimeline } from "~/server/payments/queries";
 import { checkOrderPayment } from "~/server/payments/status-query";

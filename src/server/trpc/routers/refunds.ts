@@ -1,4 +1,4 @@
-import { orderIdInput } from "~/server/orders/schema";
+import { orderIdInput } from "~/server/db/order-ref";
 import { createRefundOperation } from "~/server/refunds/create-refund";
 import { listRefunds } from "~/server/refunds/queries";
 import { router, shopperProcedure } from "~/server/trpc/init";

@@ -5,10 +5,10 @@ import { StoryPicture } from "~/client/components/story-picture";
 import { Table } from "~/client/components/table";
 import { formatMoney } from "~/client/money";
 import { getAppContext } from "~/server/app-context";
+import { orderIdParams } from "~/server/db/order-ref";
 import { orderLedger } from "~/server/ledger/ledger";
 import { getOrderForOperator } from "~/server/orders/queries";
-import { orderIdParams } from "~/server/orders/schema";
-import { orderStory } from "~/server/orders/story";
+import { orderStory } from "~/server/story/story";
 
 export const dynamic = "force-dynamic";
 

@@ -1,7 +1,23 @@
 import { sql } from "drizzle-orm";
 import type { Executor } from "~/server/db/client";
+import type { OrderRef } from "~/server/db/order-ref";
 import { DomainError } from "~/server/errors";
-import type { OrderRef } from "./order-ref";
+import { cancelOrderOperation } from "~/server/orders/cancel-order";
+import { createOrderOperation } from "~/server/orders/create-order";
+import { createPaymentOperation } from "~/server/payments/create-payment";
+import { createRefundOperation } from "~/server/refunds/create-refund";
+
+/**
+ * The operations whose keys belong to an order, by their own names (never written out here):
+ * test/order-story.test.ts checks that they are every operation the app has.
+ */
+export const STORY_OPERATIONS = {
+  create: createOrderOperation.name,
+  cancel: cancelOrderOperation.name,
+  pay: createPaymentOperation.name,
+  refund: createRefundOperation.name,
+} as const;
+const OP = STORY_OPERATIONS;
 
 /**
  * One or more attempts in one second on one lane, with the same outcome and absorber; `effect`: the one
@@ -61,18 +77,18 @@ export async function orderStory(db: Executor, order: OrderRef): Promise<OrderSt
   const rows = await db.execute<Row>(sql`
     WITH o AS (SELECT id, user_id, request_id FROM orders WHERE user_id = ${userId} AND id = ${orderId}),
     keys AS (
-      SELECT o.user_id AS scope, o.request_id AS key, 'order.create' AS biz_type FROM o
+      SELECT o.user_id AS scope, o.request_id AS key, ${OP.create}::text AS biz_type FROM o
       UNION
       -- The natural key of the order's payment and cancel operations.
       SELECT o.user_id, o.id::text, 'order' FROM o
       UNION
       SELECT r.user_id, r.idempotency_key, r.biz_type FROM idempotency_record r, o
        WHERE r.user_id = o.user_id
-         AND ((r.biz_type IN ('order.create', 'order.cancel') AND r.biz_id = o.id::text)
-           OR (r.biz_type = 'payment.create' AND r.biz_id IN (SELECT out_trade_no FROM payment_order WHERE user_id = o.user_id AND order_id = o.id))
-           OR (r.biz_type = 'refund.create' AND r.biz_id IN (SELECT refund_no FROM refund_order WHERE user_id = o.user_id AND order_id = o.id)))
+         AND ((r.biz_type IN (${OP.create}, ${OP.cancel}) AND r.biz_id = o.id::text)
+           OR (r.biz_type = ${OP.pay} AND r.biz_id IN (SELECT out_trade_no FROM payment_order WHERE user_id = o.user_id AND order_id = o.id))
+           OR (r.biz_type = ${OP.refund} AND r.biz_id IN (SELECT refund_no FROM refund_order WHERE user_id = o.user_id AND order_id = o.id)))
     )
-    SELECT CASE WHEN a.layer = 'service' AND k.biz_type = 'refund.create' THEN 'refund' ELSE a.layer END AS layer,
+    SELECT CASE WHEN a.layer = 'service' AND k.biz_type = ${OP.refund} THEN 'refund' ELSE a.layer END AS layer,
            a.subject AS what, a.outcome, a.second AS at, a.count::int AS count, a.outcome = 'first' AS effect,
            a.absorbed_by
       FROM duplicate_attempt a JOIN keys k ON a.scope = k.scope AND a.key = k.key
