@@ -1,15 +1,12 @@
 import { type NextRequest, NextResponse } from "next/server";
-import { getEnv } from "./env";
+import { newShopper, requestOf } from "./server/admission/admission";
 import { getAppContext } from "./server/app-context";
 import { isDomainError } from "./server/errors";
-import { checkSession } from "./server/session/api-tokens";
 import {
-  newGuestId,
   SESSION_COOKIE,
   SESSION_ROTATE_AFTER_MS,
   sessionCookieHeader,
   signSession,
-  verifySession,
 } from "./server/session/session";
 import {
   ADMIN_UNAUTHORIZED_HTML,
@@ -17,14 +14,14 @@ import {
   isAdminRequest,
   isAdminToken,
 } from "./shared/admin-auth";
-import { clientAddressOf, isHttps } from "./shared/client-address";
+import { isHttps } from "./shared/client-address";
 
 const ADMIN_PAGES = /^\/(admin|provider\/admin)(\/|$)/;
 
 /** Operator pages need the admin token; `?token=` once sets it as a cookie. */
 function guardAdmin(request: NextRequest): NextResponse | undefined {
   if (!ADMIN_PAGES.test(request.nextUrl.pathname)) return undefined;
-  const token = getEnv().ADMIN_TOKEN;
+  const token = getAppContext().adminToken;
   const given = request.nextUrl.searchParams.get("token");
   if (given !== null) {
     const clean = request.nextUrl.clone();
@@ -49,27 +46,23 @@ function guardAdmin(request: NextRequest): NextResponse | undefined {
 export async function proxy(request: NextRequest) {
   const denied = guardAdmin(request);
   if (denied) return denied;
-  const secret = getEnv().SESSION_SECRET;
+  const app = getAppContext();
   // A revoked cookie (its shopper signed out everywhere else) is no session: its holder becomes a new guest.
   // With the database away the signature alone decides here; every API call checks the revocation again.
-  const cookie = request.cookies.get(SESSION_COOKIE)?.value;
-  const session = await checkSession(getAppContext().db, cookie, secret).catch(() =>
-    verifySession(cookie, secret),
-  );
-  if (session) {
-    if (Date.now() - session.issuedMs <= SESSION_ROTATE_AFTER_MS) return NextResponse.next();
-    return withSession(request, signSession(session.userId, secret));
+  const page = await requestOf(app, request.headers, {
+    credential: "cookie",
+    databaseAway: "trust-signature",
+  });
+  if (page.shopper) {
+    if (Date.now() - page.shopper.issuedMs <= SESSION_ROTATE_AFTER_MS) return NextResponse.next();
+    return withSession(request, signSession(page.shopper.userId, app.sessionSecret));
   }
   try {
-    await getAppContext().gateway.admitClient({
-      address: clientAddressOf(request.headers),
-      action: "identity",
-    });
+    return withSession(request, signSession(await newShopper(page), app.sessionSecret));
   } catch (error) {
     if (isDomainError(error, "RATE_LIMITED")) return NextResponse.next();
     throw error;
   }
-  return withSession(request, signSession(newGuestId(), secret));
 }
 
 /** The page goes on with this session (the request sees it as its cookie) and the browser keeps it. */

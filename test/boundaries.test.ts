@@ -47,7 +47,7 @@ const FLOORS = [
   ["refunds"],
   ["fulfilment", "reconciliation", "story"],
   ["admin"],
-  ["trpc", "rest", "app-context", "jobs", "operations"],
+  ["trpc", "rest", "admission", "app-context", "jobs", "operations"],
 ];
 const SINGLE_FILES = ["errors", "app-context", "jobs", "operations"];
 const fileOf = (capability: string) =>

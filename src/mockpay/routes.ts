@@ -1,4 +1,3 @@
-import { getEnv } from "~/env";
 import { isAdminRequest } from "~/shared/admin-auth";
 import { getLogger } from "~/shared/logger";
 import { payRequestSchema, SIGNATURE_HEADER, verifyPayRequest } from "~/shared/provider-contract";
@@ -143,7 +142,7 @@ function payPageToReturnTo(form: FormData | undefined, outTradeNo: string): stri
 /** The admin page's fault buttons (plain forms). Answers with a redirect back to the page. */
 export async function adminTradeRoute(req: Request, { params }: Params<{ outTradeNo: string }>) {
   const { outTradeNo } = await params;
-  if (!isAdminRequest(req.headers, getEnv().ADMIN_TOKEN)) {
+  if (!isAdminRequest(req.headers, getMockPayContext().adminToken)) {
     return new Response("admin token required", { status: 401 });
   }
   const form = await req.formData().catch(() => undefined);

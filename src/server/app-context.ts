@@ -21,6 +21,12 @@ export interface AppContext {
   sessionSecret: string;
   /** How long a REST API token is valid (API_TOKEN_TTL_HOURS). */
   apiTokenTtlS: number;
+  /** POST /api/v1/tokens makes tokens (API_TOKENS_ENABLED). */
+  apiTokensEnabled: boolean;
+  /** The operator's token (ADMIN_TOKEN): /admin, /api/metrics, the admin actions. */
+  adminToken: string;
+  /** The benchmark's unprotected baseline routes are served (BENCH_ROUTES). */
+  benchRoutes: boolean;
   gateway: Gateway;
   telemetry: Telemetry;
   payments: PaymentDeps &
@@ -78,6 +84,9 @@ export function getAppContext(): AppContext {
     },
     sessionSecret: env.SESSION_SECRET,
     apiTokenTtlS: Math.round(env.API_TOKEN_TTL_HOURS * 3600),
+    apiTokensEnabled: env.API_TOKENS_ENABLED,
+    adminToken: env.ADMIN_TOKEN,
+    benchRoutes: env.BENCH_ROUTES,
     payments: {
       appId: env.PROVIDER_APP_ID,
       webhookSecret: env.PROVIDER_WEBHOOK_SECRET,

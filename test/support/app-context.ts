@@ -1,4 +1,5 @@
 import pino from "pino";
+import { getEnv } from "~/env";
 import type { MockPayContext } from "~/mockpay/server/context";
 import { mockPayDbOver } from "~/mockpay/server/db";
 import type { AppContext } from "~/server/app-context";
@@ -18,6 +19,9 @@ export function testAppContext(db: Db, baseUrl = "http://127.0.0.1:1"): AppConte
     idempotency: { ttlMs: 60_000, leaseMs: 10_000, waitMs: 5_000 },
     sessionSecret: "test-secret-test-secret",
     apiTokenTtlS: 86_400,
+    apiTokensEnabled: true,
+    adminToken: getEnv().ADMIN_TOKEN,
+    benchRoutes: false,
     gateway: createGateway(db, { ...DEFAULT_GATEWAY_CONFIG, enabled: false }),
     telemetry: createTelemetry(pino({ level: "silent" })),
     payments: {
@@ -44,5 +48,6 @@ export function testMockPay(db: Db): MockPayContext {
     webhookSecret: TEST_WEBHOOK_SECRET,
     delivery: { webhookSecret: TEST_WEBHOOK_SECRET, timeScale: 0.001, sendDuplicates: true },
     pollMs: 0,
+    adminToken: getEnv().ADMIN_TOKEN,
   };
 }

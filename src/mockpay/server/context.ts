@@ -13,6 +13,8 @@ export interface MockPayContext {
   delivery: DeliveryDeps;
   /** How often the delivery worker looks for due notifications (0: off). */
   pollMs: number;
+  /** The operator's token (ADMIN_TOKEN), for MockPay's admin page and its fault buttons. */
+  adminToken: string;
 }
 
 const globalForMockPay = globalThis as unknown as { mockPay?: MockPayContext };
@@ -32,6 +34,7 @@ export function getMockPayContext(): MockPayContext {
       schedule: RETRY_SCHEDULES[env.PROVIDER_RETRY_SCHEDULE],
     },
     pollMs: env.PROVIDER_DELIVERY_POLL_MS,
+    adminToken: env.ADMIN_TOKEN,
   };
   globalForMockPay.mockPay = context;
   return context;

@@ -8,7 +8,7 @@ describe("adminAction", () => {
       method: "POST",
       headers: { authorization: `Bearer ${getEnv().ADMIN_TOKEN}` },
     });
-    const answer = await adminAction(req, async () => {
+    const answer = await adminAction(req, getEnv().ADMIN_TOKEN, async () => {
       throw Object.assign(new Error("write CONNECTION_CLOSED"), { code: "CONNECTION_CLOSED" });
     });
     expect(answer.status).toBe(303);

@@ -1,4 +1,3 @@
-import { getEnv } from "~/env";
 import { isDomainError, unavailableIfTransient } from "~/server/errors";
 import { isAdminRequest } from "~/shared/admin-auth";
 
@@ -6,8 +5,12 @@ import { isAdminRequest } from "~/shared/admin-auth";
  * An operations page button (a plain form post): the admin token, then the action,
  * then back to /admin with what happened. A domain refusal is the message, not an error page.
  */
-export async function adminAction(req: Request, action: () => Promise<string>): Promise<Response> {
-  if (!isAdminRequest(req.headers, getEnv().ADMIN_TOKEN)) {
+export async function adminAction(
+  req: Request,
+  adminToken: string,
+  action: () => Promise<string>,
+): Promise<Response> {
+  if (!isAdminRequest(req.headers, adminToken)) {
     return new Response("admin token required", { status: 401 });
   }
   let message: string;

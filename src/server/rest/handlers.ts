@@ -1,10 +1,11 @@
+import { newShopper } from "~/server/admission/admission";
 import { orderIdParams } from "~/server/db/order-ref";
 import { DomainError } from "~/server/errors";
 import { getOrderById } from "~/server/orders/queries";
 import { paymentsOfOrder } from "~/server/payments/queries";
 import { refundsOfOrder } from "~/server/refunds/queries";
 import { revokeCredentials } from "~/server/session/api-tokens";
-import { newGuestId, signApiToken } from "~/server/session/session";
+import { signApiToken } from "~/server/session/session";
 import { clientAddressOf } from "~/shared/client-address";
 import { authenticate, json, problem, type RestDeps, respond } from "./http";
 
@@ -19,8 +20,8 @@ function orderIdFrom(raw: string): string {
 }
 
 export function getOrder(deps: RestDeps, req: Request, rawOrderId: string): Promise<Response> {
-  return respond(deps, async () => {
-    const userId = await authenticate(req, deps.app);
+  return respond(deps, req, async () => {
+    const { userId } = await authenticate(req, deps.app);
     const orderId = orderIdFrom(rawOrderId);
     const order = await getOrderById(deps.app.db, userId, orderId);
     // getOrderById checked ownership; the rest is read once, without re-checking.
@@ -49,11 +50,11 @@ export function getOrder(deps: RestDeps, req: Request, rawOrderId: string): Prom
 
 /** A new guest shopper and its bearer token (development convenience; API_TOKENS_ENABLED=false turns it off). */
 export function postToken(deps: RestDeps, req: Request): Promise<Response> {
-  return respond(deps, async () => {
+  return respond(deps, req, async () => {
     if (!deps.tokensEnabled)
       return problem(403, "TOKENS_DISABLED", "Making tokens through the API is turned off.");
-    await deps.app.gateway.admitClient({ address: clientAddressOf(req.headers), action: "identity" });
-    return json(201, { token: signApiToken(newGuestId(), deps.app.sessionSecret) });
+    const shopper = await newShopper({ app: deps.app, clientAddress: clientAddressOf(req.headers) });
+    return json(201, { token: signApiToken(shopper, deps.app.sessionSecret) });
   });
 }
 
@@ -62,8 +63,8 @@ export function postToken(deps: RestDeps, req: Request): Promise<Response> {
  * now on, this one included (the shopper makes a new one with POST /api/v1/tokens, or signs in again).
  */
 export function deleteTokens(deps: RestDeps, req: Request): Promise<Response> {
-  return respond(deps, async () => {
-    const userId = await authenticate(req, deps.app);
+  return respond(deps, req, async () => {
+    const { userId } = await authenticate(req, deps.app);
     const revokedAt = await revokeCredentials(deps.app.db, userId);
     return json(200, { revokedAt: revokedAt.toISOString() });
   });

@@ -1,9 +1,8 @@
-import { randomUUID } from "node:crypto";
+import { type RequestContext, requestIdOf, requestOf } from "~/server/admission/admission";
 import type { AppContext } from "~/server/app-context";
 import { DomainError, type DomainErrorCode, isDomainError, unavailableIfTransient } from "~/server/errors";
 import { withRequestContext } from "~/server/observability/request-context";
 import { requestIdSchema } from "~/server/orders/schema";
-import { checkApiToken } from "~/server/session/api-tokens";
 import { PROBLEM_HEADERS, problemBody } from "~/shared/problem";
 
 /** The one mapping from domain codes to HTTP statuses for the REST API (the tRPC one mirrors it). */
@@ -98,10 +97,12 @@ export class HttpProblem extends Error {
 }
 
 /** The shopper behind `Authorization: Bearer <token>` (genuine, unexpired, not revoked), or a 401 problem. */
-export async function authenticate(req: Request, app: AppContext): Promise<string> {
-  const token = req.headers.get("authorization")?.match(/^Bearer\s+(\S+)$/i)?.[1];
-  const claims = await checkApiToken(app.db, token, app.sessionSecret, app.apiTokenTtlS);
-  if (!claims) {
+export async function authenticate(
+  req: Request,
+  app: AppContext,
+): Promise<RequestContext & { userId: string }> {
+  const request = await requestOf(app, req.headers, { credential: "bearer", databaseAway: "refuse" });
+  if (!request.shopper) {
     throw new HttpProblem(
       problem(
         401,
@@ -114,7 +115,7 @@ export async function authenticate(req: Request, app: AppContext): Promise<strin
       ),
     );
   }
-  return claims.userId;
+  return { ...request, userId: request.shopper.userId };
 }
 
 /**
@@ -164,8 +165,12 @@ export interface RestDeps {
 }
 
 /** Runs a REST handler: a request id, and every failure answered as a problem (logged once when unknown). */
-export async function respond(deps: RestDeps, work: () => Promise<Response>): Promise<Response> {
-  const requestId = randomUUID();
+export async function respond(
+  deps: RestDeps,
+  req: Request,
+  work: () => Promise<Response>,
+): Promise<Response> {
+  const requestId = requestIdOf(req.headers);
   return withRequestContext({ requestId }, async () => {
     try {
       const response = await work();

@@ -1,8 +1,8 @@
 import type { z } from "zod";
+import { admit } from "~/server/admission/admission";
 import type { AppContext } from "~/server/app-context";
 import { DomainError } from "~/server/errors";
 import { gatewayKeyOf, type Operation, runOperation } from "~/server/idempotency";
-import { clientAddressOf } from "~/shared/client-address";
 import { restDeps } from "./deps";
 import {
   authenticate,
@@ -43,8 +43,9 @@ export function handleOperation<S extends z.ZodType, R>(
 ): Promise<Response> {
   const binding = op.rest;
   if (!binding) throw new Error(`${op.name} has no REST binding`);
-  return respond(deps, async () => {
-    const userId = await authenticate(req, deps.app);
+  return respond(deps, req, async () => {
+    const request = await authenticate(req, deps.app);
+    const { userId } = request;
     const key = idempotencyKey(req);
     const params = binding.params ? binding.params.safeParse(pathParams) : undefined;
     if (params && !params.success) {
@@ -59,19 +60,15 @@ export function handleOperation<S extends z.ZodType, R>(
     });
     if (!parsed.success) throw invalid(parsed.error.issues);
     const input = parsed.data as z.output<S>;
-    // Per client address first, whoever the token says the client is (a new token is cheap).
-    await deps.app.gateway.admitClient({
-      address: clientAddressOf(req.headers),
+    // Per client address first, whoever the token says the client is (a new token is cheap), then per shopper.
+    const gatewayKey = gatewayKeyOf(op as never, { input, key });
+    await admit(request, {
       action: "write",
       route: op.name,
+      userId,
+      perShopper: op.gateway !== "off",
+      ...(gatewayKey !== undefined ? { key: gatewayKey } : {}),
     });
-    if (op.gateway !== "off") {
-      await deps.app.gateway.admit({
-        userId,
-        route: op.name,
-        key: gatewayKeyOf(op as never, { input, key }),
-      });
-    }
     const { replayed, keyExpiresAt, ...result } = await runOperation(
       deps.app.db,
       op,

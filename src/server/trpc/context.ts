@@ -1,17 +1,9 @@
-import { randomUUID } from "node:crypto";
 import { TRPCError } from "@trpc/server";
+import { newShopper, requestOf } from "~/server/admission/admission";
 import type { AppContext } from "~/server/app-context";
-import { isDomainError, unavailableIfTransient } from "~/server/errors";
-import { checkSession } from "~/server/session/api-tokens";
-import {
-  newGuestId,
-  readCookie,
-  SESSION_COOKIE,
-  SESSION_ROTATE_AFTER_MS,
-  sessionCookieHeader,
-  signSession,
-} from "~/server/session/session";
-import { clientAddressOf, isHttps } from "~/shared/client-address";
+import { isDomainError } from "~/server/errors";
+import { SESSION_ROTATE_AFTER_MS, sessionCookieHeader, signSession } from "~/server/session/session";
+import { isHttps } from "~/shared/client-address";
 import { TRPC_CODE_BY_DOMAIN_CODE } from "./codes";
 
 export interface TrpcContext {
@@ -41,39 +33,35 @@ export async function createTrpcContext(
   req: Request,
   resHeaders: Headers,
 ): Promise<TrpcContext> {
-  const clientAddress = clientAddressOf(req.headers);
-  // Whether the cookie was revoked is the database's to say: away, it is a retryable 503, never a 500.
-  const session = await checkSession(
-    app.db,
-    readCookie(req.headers.get("cookie"), SESSION_COOKIE),
-    app.sessionSecret,
-  ).catch((error: unknown) => {
-    throw asTrpcError(unavailableIfTransient(error));
-  });
+  const request = await requestOf(app, req.headers, { credential: "cookie", databaseAway: "refuse" }).catch(
+    (error: unknown) => {
+      throw asTrpcError(error);
+    },
+  );
   const issue = (userId: string, issuedMs = Date.now()) =>
     resHeaders.append(
       "set-cookie",
       sessionCookieHeader(signSession(userId, app.sessionSecret, issuedMs), isHttps(req.headers)),
     );
-  let userId = session?.userId;
+  const { shopper } = request;
+  let userId = shopper?.userId;
   if (!userId) {
-    await app.gateway.admitClient({ address: clientAddress, action: "identity" }).catch((error: unknown) => {
+    userId = await newShopper(request).catch((error: unknown) => {
       throw asTrpcError(error);
     });
-    userId = newGuestId();
     issue(userId);
-  } else if (session && Date.now() - session.issuedMs > SESSION_ROTATE_AFTER_MS) {
+  } else if (shopper && Date.now() - shopper.issuedMs > SESSION_ROTATE_AFTER_MS) {
     // Issued anew on use once it is a day old: what the browser holds stays young (older copies still work
     // until the shopper signs out everywhere else, which ends every cookie issued before).
     issue(userId);
   }
-  const shopper = userId;
+  const owner = userId;
   return {
     app,
-    userId: shopper,
-    requestId: req.headers.get("x-request-id") ?? randomUUID(),
-    clientAddress,
-    renewSession: (afterMs) => issue(shopper, Math.max(Date.now(), afterMs + 1)),
+    userId: owner,
+    requestId: request.requestId,
+    clientAddress: request.clientAddress,
+    renewSession: (afterMs) => issue(owner, Math.max(Date.now(), afterMs + 1)),
   };
 }
 

@@ -1,15 +1,21 @@
 import { initTRPC, TRPCError } from "@trpc/server";
 import superjson from "superjson";
 import { ZodError, z } from "zod";
+import { admit } from "~/server/admission/admission";
 import { DomainError, unavailableIfTransient } from "~/server/errors";
 import { withRequestContext } from "~/server/observability/request-context";
 import { getLogger } from "~/shared/logger";
 import { TRPC_CODE_BY_DOMAIN_CODE } from "./codes";
 import type { TrpcContext } from "./context";
 
-/** Procedure meta: which defined operation a procedure mounts (the transport test reads it). */
+/** Procedure meta: which defined operation a procedure mounts (the transport test reads it), and its gateway. */
 export interface ProcedureMeta {
   operation?: string;
+  /**
+   * Admitted per shopper too (and, with `keyOf`, per key: duplicate bursts), not only per client address.
+   * `keyOf` reads the raw input: the gateway counts; the idempotency core decides.
+   */
+  gateway?: { keyOf?: (input: unknown) => string | undefined };
 }
 
 const t = initTRPC
@@ -82,15 +88,20 @@ const domainErrors = t.middleware(async ({ next, ctx, path, type }) => {
 });
 
 /**
- * Every write is admitted per client address (and operation) before anything else runs: limits per
- * shopper alone are defeated by asking for a new identity. Each call of a batch counts on its own.
+ * Every write goes through admission once (src/server/admission/admission.ts), before anything else runs:
+ * per client address (limits per shopper alone are defeated by asking for a new identity), then per shopper
+ * and key when the procedure's meta says so. Each call of a batch counts on its own.
  */
-const clientWrites = t.middleware(async ({ ctx, type, path, meta, next }) => {
-  if (type === "mutation" && ctx.clientAddress !== undefined) {
-    await ctx.app.gateway.admitClient({
-      address: ctx.clientAddress,
+const admitted = t.middleware(async ({ ctx, type, path, meta, getRawInput, next }) => {
+  if (type === "mutation") {
+    const keyOf = meta?.gateway?.keyOf;
+    const key = keyOf ? keyOf(await getRawInput().catch(() => undefined)) : undefined;
+    await admit(ctx, {
       action: "write",
       route: meta?.operation ?? path,
+      userId: ctx.userId,
+      perShopper: meta?.gateway !== undefined,
+      ...(key !== undefined ? { key } : {}),
     });
   }
   return next();
@@ -98,4 +109,4 @@ const clientWrites = t.middleware(async ({ ctx, type, path, meta, next }) => {
 
 export const router = t.router;
 export const createCallerFactory = t.createCallerFactory;
-export const shopperProcedure = t.procedure.use(domainErrors).use(clientWrites);
+export const shopperProcedure = t.procedure.use(domainErrors).use(admitted);

@@ -1,6 +1,6 @@
 import type { z } from "zod";
 import type { AppContext } from "~/server/app-context";
-import { gatewayKeyOf, type Operation, runOperation } from "~/server/idempotency";
+import { type AnyOperation, gatewayKeyOf, type Operation, runOperation } from "~/server/idempotency";
 import { shopperProcedure } from "./init";
 
 /**
@@ -10,15 +10,11 @@ import { shopperProcedure } from "./init";
  */
 export function mutationOf<S extends z.ZodType, R>(op: Operation<S, R, AppContext>) {
   return shopperProcedure
-    .meta({ operation: op.name })
-    .input(op.input)
-    .use(async ({ ctx, input, next }) => {
-      if (op.gateway !== "off") {
-        const key = gatewayKeyOf(op as never, { input });
-        await ctx.app.gateway.admit({ userId: ctx.userId, route: op.name, key });
-      }
-      return next();
+    .meta({
+      operation: op.name,
+      ...(op.gateway !== "off" ? { gateway: { keyOf: (input: unknown) => rawKeyOf(op, input) } } : {}),
     })
+    .input(op.input)
     .mutation(({ ctx, input }) =>
       // tRPC's inference of a generic schema's output is not z.output<S>; the parser made it exactly that.
       runOperation(
@@ -28,4 +24,15 @@ export function mutationOf<S extends z.ZodType, R>(op: Operation<S, R, AppContex
         ctx.app.idempotency,
       ),
     );
+}
+
+/** The key the gateway counts duplicates by, from input not yet validated (none when it cannot be read). */
+function rawKeyOf(op: AnyOperation, input: unknown): string | undefined {
+  if (typeof input !== "object" || input === null) return undefined;
+  try {
+    const key = gatewayKeyOf(op as never, { input: input as never });
+    return typeof key === "string" ? key : undefined;
+  } catch {
+    return undefined;
+  }
 }

@@ -10,11 +10,8 @@ export const paymentsRouter = router({
   // Not an idempotent operation (it changes nothing the provider has not already decided), but each call
   // asks the provider a signed question: admitted by the gateway like the writes, and coalesced.
   checkStatus: shopperProcedure
+    .meta({ gateway: {} })
     .input(orderIdInput)
-    .use(async ({ ctx, next }) => {
-      await ctx.app.gateway.admit({ userId: ctx.userId, route: "payments.checkStatus" });
-      return next();
-    })
     .mutation(({ ctx, input }) => checkOrderPayment(ctx.app.db, ctx.userId, input.orderId, ctx.app.payments)),
   timeline: shopperProcedure
     .input(orderIdInput)

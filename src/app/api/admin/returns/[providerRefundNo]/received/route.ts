@@ -4,7 +4,7 @@ import { receiveReturn } from "~/server/refunds/returns";
 
 /** The operations page's "Received" button: the goods of a return are back; the refund goes out. */
 export function POST(req: Request, { params }: { params: Promise<{ providerRefundNo: string }> }) {
-  return adminAction(req, async () => {
+  return adminAction(req, getAppContext().adminToken, async () => {
     const { providerRefundNo } = await params;
     const app = getAppContext();
     const answer = await receiveReturn(
