@@ -5,7 +5,11 @@ import { runMigrations } from "~/server/db/migrate";
 import { seedCatalogue } from "~/server/db/seed";
 import { ensureBuild } from "../scripts/lib/build";
 import { startThrowawayPostgres } from "../scripts/lib/embedded-postgres";
+import { keepExitCodeOnNaturalEnd } from "../scripts/lib/exit";
 import { databaseUrl, uniqueName } from "./support/names";
+
+// embedded-postgres would otherwise end this process with 0 whatever failed (scripts/lib/exit.ts).
+keepExitCodeOnNaturalEnd();
 
 declare module "vitest" {
   export interface ProvidedContext {

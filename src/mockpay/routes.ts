@@ -38,35 +38,34 @@ export async function tradeStatusRoute(req: Request, { params }: Params<{ outTra
   }
 }
 
-/** The refund API: signed request, signed answer. */
-export async function refundsRoute(req: Request) {
-  const mockPay = getMockPayContext();
-  try {
-    const answer = await processRefundRequest(
-      mockPay.db,
-      { body: await req.text(), signature: req.headers.get(SIGNATURE_HEADER) },
-      mockPay.webhookSecret,
-    );
-    return signedJson(answer);
-  } catch (error) {
-    return failure(error, log(), "refund request");
-  }
+/**
+ * One of the merchant's signed calls (a refund, a close): the request verified and processed by `process`,
+ * the answer signed; a failure answered as `what` failed.
+ */
+function signedApi(
+  process: typeof processRefundRequest | typeof processCloseRequest,
+  what: string,
+): (req: Request) => Promise<Response> {
+  return async (req) => {
+    const mockPay = getMockPayContext();
+    try {
+      const answer = await process(
+        mockPay.db,
+        { body: await req.text(), signature: req.headers.get(SIGNATURE_HEADER) },
+        mockPay.webhookSecret,
+      );
+      return signedJson(answer);
+    } catch (error) {
+      return failure(error, log(), what);
+    }
+  };
 }
 
+/** The refund API: signed request, signed answer. */
+export const refundsRoute = signedApi(processRefundRequest, "refund request");
+
 /** The close API: the merchant gives up on a trade (signed request, signed answer). */
-export async function closesRoute(req: Request) {
-  const mockPay = getMockPayContext();
-  try {
-    const answer = await processCloseRequest(
-      mockPay.db,
-      { body: await req.text(), signature: req.headers.get(SIGNATURE_HEADER) },
-      mockPay.webhookSecret,
-    );
-    return signedJson(answer);
-  } catch (error) {
-    return failure(error, log(), "close request");
-  }
-}
+export const closesRoute = signedApi(processCloseRequest, "close request");
 
 /**
  * The hosted pay page's buttons (plain HTML forms): pay or cancel, then back to the merchant. A

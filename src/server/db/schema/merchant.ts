@@ -20,6 +20,10 @@ import { createdAt, identity, identityPart, inList } from "./columns";
 
 // The merchant's business: catalogue, orders, payments, outbox, fulfilment, refunds.
 //
+// Longer than the other files on purpose: it is a table of tables. Each references its parents by
+// (user_id, id), and one file lets a reader check every key and reference against the others in one place
+// (drizzle-kit reads this folder; the system's own tables are in ./operations.ts).
+//
 // Ready to shard by shopper (docs/scale-out.md, test/shard-ready.test.ts): every table a shopper's
 // requests write carries `user_id`, the future distribution column. Its primary key and every unique key
 // lead with it, and it references its parents by (user_id, id), so a shopper's rows always sit together.

@@ -1,0 +1,73 @@
+import { sql } from "drizzle-orm";
+import { HELD_STOCK, type Invariant, SETTLED } from "./invariant";
+
+/** Goods are conserved: what the shelves hold, what orders took, what came back. */
+export const GOODS_INVARIANTS: Invariant[] = [
+  {
+    name: "stock-balances",
+    description: "Stock is never negative and equals initial stock − deductions + returns.",
+    checks: [
+      {
+        message: "stock does not balance",
+        query: () => sql`SELECT s.id AS sku_id, s.stock, s.initial_stock,
+                                coalesce(d.total, 0)::int AS deducted, coalesce(r.total, 0)::int AS returned
+                           FROM sku s
+                           LEFT JOIN (SELECT sku_id, sum(quantity) AS total FROM stock_deduct_record GROUP BY sku_id) d
+                             ON d.sku_id = s.id
+                           LEFT JOIN (SELECT sku_id, sum(quantity) AS total FROM stock_return_record GROUP BY sku_id) r
+                             ON r.sku_id = s.id
+                          WHERE s.stock < 0
+                             OR s.stock <> s.initial_stock - coalesce(d.total, 0) + coalesce(r.total, 0)`,
+      },
+      {
+        message: "more returned than deducted",
+        query:
+          () => sql`SELECT r.order_id, r.sku_id, sum(r.quantity)::int AS returned, max(d.quantity) AS deducted
+                           FROM stock_return_record r
+                           LEFT JOIN stock_deduct_record d ON d.user_id = r.user_id AND d.order_id = r.order_id AND d.sku_id = r.sku_id
+                          GROUP BY r.order_id, r.sku_id
+                         HAVING count(d.id) = 0 OR sum(r.quantity) > max(d.quantity)`,
+      },
+    ],
+  },
+  {
+    name: "goods-conserved",
+    description:
+      "Goods come back only when they come back: once an order has shipped, the stock it holds is what its shipment carried less what was received back, per SKU; stock is given back for a return only as far as its goods were received, and no refund recorded after the shipment pays for lines whose goods were not.",
+    checks: [
+      {
+        message: "a shipped order's stock is not what it shipped less what came back",
+        query: (o) => sql`SELECT o.id AS order_id, o.status, s.sku_id, s.quantity AS shipped,
+                                 coalesce(rr.received, 0)::int AS received, coalesce(h.held, 0)::int AS held
+                            FROM shipment_line s
+                            JOIN orders o ON o.user_id = s.user_id AND o.id = s.order_id
+                            LEFT JOIN (SELECT user_id, order_id, sku_id, sum(quantity) AS received FROM return_receipt
+                                        GROUP BY user_id, order_id, sku_id) rr
+                              ON rr.user_id = s.user_id AND rr.order_id = s.order_id AND rr.sku_id = s.sku_id
+                            LEFT JOIN (${HELD_STOCK}) h ON h.user_id = s.user_id AND h.order_id = s.order_id AND h.sku_id = s.sku_id
+                           WHERE coalesce(h.held, 0) <> s.quantity - coalesce(rr.received, 0)
+                             AND o.updated_at < now() - ${o.lagSeconds} * interval '1 second'
+                             AND ${SETTLED(o)}`,
+      },
+      {
+        message: "stock given back for a return beyond what was received",
+        query: () => sql`SELECT sr.order_id, sr.refund_id, sr.sku_id, sr.quantity AS returned,
+                                coalesce(rr.quantity, 0) AS received
+                           FROM stock_return_record sr
+                           JOIN refund_order r ON r.user_id = sr.user_id AND r.id = sr.refund_id
+                           JOIN shipment s ON s.user_id = sr.user_id AND s.order_id = sr.order_id
+                           LEFT JOIN return_receipt rr ON rr.user_id = sr.user_id AND rr.refund_id = sr.refund_id AND rr.sku_id = sr.sku_id
+                          WHERE r.created_at > s.created_at AND sr.quantity > coalesce(rr.quantity, 0)`,
+      },
+      {
+        message: "lines refunded after the order shipped, without their goods received back",
+        query: () => sql`SELECT r.order_id, r.refund_no, r.status FROM refund_order r
+                           JOIN shipment s ON s.user_id = r.user_id AND s.order_id = r.order_id
+                          WHERE r.created_at > s.created_at
+                            AND r.status IN ('REFUND_CREATED', 'REFUND_PROCESSING', 'REFUND_SUCCESS')
+                            AND EXISTS (SELECT 1 FROM refund_line l WHERE l.user_id = r.user_id AND l.refund_id = r.id)
+                            AND NOT EXISTS (SELECT 1 FROM return_receipt rr WHERE rr.user_id = r.user_id AND rr.refund_id = r.id)`,
+      },
+    ],
+  },
+];
