@@ -29,6 +29,7 @@ import { keepAlive } from "./lib/bench/scenarios/keep-alive";
 import { orderPaths } from "./lib/bench/scenarios/order-paths";
 import { twoInstances } from "./lib/bench/scenarios/two-instances";
 import { log, PROFILE, PROFILE_SECONDS, type Row } from "./lib/bench/settings";
+import { settledCount } from "./lib/bench/settle";
 import { ensureBuild } from "./lib/build";
 import { CpuMeter, mainThreadCpuMs, ownCpuMs, processCpuMs } from "./lib/cpu";
 import { startThrowawayPostgres } from "./lib/embedded-postgres";
@@ -60,16 +61,7 @@ async function main() {
   await db.$client`UPDATE sku SET stock = 100000000, initial_stock = 100000000`;
   const count = async (sql: string) => Number((await db.$client.unsafe(sql))[0]?.n ?? 0);
   /** Requests still in flight when the load stopped commit a moment later: count once nothing changes. */
-  const settled = async (sql: string) => {
-    let last = -1;
-    for (let i = 0; i < 50; i++) {
-      await new Promise((r) => setTimeout(r, 200));
-      const now = await count(sql);
-      if (now === last) return now;
-      last = now;
-    }
-    return last;
-  };
+  const settled = settledCount(count);
   const rows: Row[] = [];
   let appPeak: number | null = null;
   const profiles: { ratio: string; lines: string[] }[] = [];
@@ -123,10 +115,13 @@ async function main() {
     appPeak = peakRssMb(app.child);
     await app.stop();
     // A missed ratio comes with where the time goes on its path (scripts/lib/bench/profile.ts).
+    const profiled = new Set<string>();
     for (const ratio of ratiosOf(rows)) {
-      if (!(PROFILE === "always" || (PROFILE === "on-miss" && !ratio.met))) continue;
+      if (!ratio.measured || !(PROFILE === "always" || (PROFILE === "on-miss" && !ratio.met))) continue;
       const target = TARGETS.find((t) => t.name === ratio.name);
-      if (!target) continue;
+      // One profile per path, whichever of its ratios missed.
+      if (!target || profiled.has(target.over)) continue;
+      profiled.add(target.over);
       const kind = target.over.endsWith("rest") ? "rest" : "trpc";
       const lines = await profilePath(url, kind, target.over.startsWith("replay"), PROFILE_SECONDS);
       profiles.push({ ratio: ratio.name, lines });

@@ -87,10 +87,11 @@ describe("reconciliation", () => {
       INSERT INTO idempotency_record (user_id, biz_type, idempotency_key, fingerprint, status, locked_until, expires_at)
       VALUES (${randomUUID()}, 'order.create', 'stuck-key-1', 'x', 'PROCESSING', now() - interval '1 minute',
               now() + interval '1 day')`;
+    // The report lists what happened once first, then goods, then money (reconcile.ts).
     expect(await broken()).toEqual([
       "shipped-once: consumed but not shipped",
-      "stock-balances: stock does not balance",
       "no-stuck-idempotency-records: PROCESSING past its lease",
+      "stock-balances: stock does not balance",
     ]);
   });
 

@@ -11,52 +11,15 @@
  *
  * Started by the bench (scripts/lib/bench/scenarios/floor.ts) with PORT and DATABASE_URL.
  */
-import { createHash } from "node:crypto";
 import { createServer } from "node:http";
 import { pgClient } from "~/shared/postgres-driver";
+import { type Line, orderPlacer } from "./place-order";
 
 const databaseUrl = process.env.DATABASE_URL;
 if (!databaseUrl) throw new Error("DATABASE_URL is required");
 // pgClient only reads a Unix-socket `?host=` (the embedded server); the client is postgres.js as is.
 const sql = pgClient(databaseUrl, { max: Number(process.env.DB_POOL_MAX ?? 20), onnotice: () => {} });
-const USER_ID = process.env.FLOOR_USER_ID ?? "bench-floor";
-
-interface Line {
-  skuId: string;
-  quantity: number;
-}
-
-async function placeOrder(requestId: string, items: Line[]) {
-  return sql.begin(async (tx) => {
-    const products = await tx<{ id: string; name: string; price_cents: number; currency: string }[]>`
-      SELECT id, name, price_cents, currency FROM sku WHERE id IN ${tx(items.map((i) => i.skuId))}`;
-    const byId = new Map(products.map((p) => [p.id, p]));
-    const lines = items.map((item) => {
-      const product = byId.get(item.skuId);
-      if (!product) throw new Error(`unknown SKU ${item.skuId}`);
-      return { ...item, product, total: product.price_cents * item.quantity };
-    });
-    const amount = lines.reduce((sum, line) => sum + line.total, 0);
-    const [order] = await tx<{ orderId: string; status: string; amountCents: string; currency: string }[]>`
-      INSERT INTO orders (user_id, request_id, request_fingerprint, amount_cents, currency)
-      VALUES (${USER_ID}, ${requestId}, ${createHash("sha256").update(JSON.stringify(items)).digest("hex")},
-              ${amount}, ${lines[0]?.product.currency ?? "USD"})
-      RETURNING id AS "orderId", status, amount_cents AS "amountCents", currency`;
-    if (!order) throw new Error("no order");
-    await tx`INSERT INTO order_item ${tx(
-      lines.map((line) => ({
-        user_id: USER_ID,
-        order_id: order.orderId,
-        sku_id: line.skuId,
-        sku_name: line.product.name,
-        quantity: line.quantity,
-        unit_price_cents: line.product.price_cents,
-        line_total_cents: line.total,
-      })),
-    )}`;
-    return { ...order, amountCents: Number(order.amountCents) };
-  });
-}
+const placeOrder = orderPlacer(sql, process.env.FLOOR_USER_ID ?? "bench-floor");
 
 /** What /answer sends: an order's answer, made once. */
 const STORED_ANSWER = JSON.stringify({

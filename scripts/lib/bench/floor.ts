@@ -1,42 +1,61 @@
 import type { ChildProcess } from "node:child_process";
 import { spawn } from "node:child_process";
+import { connect } from "node:net";
 import { fileURLToPath } from "node:url";
 import { processCpuMs } from "../cpu";
 import { freePort } from "../free-port";
 
 const FLOOR_SERVER = fileURLToPath(new URL("./floor-server.ts", import.meta.url));
+const PEER_SERVER = fileURLToPath(new URL("./peer-server.ts", import.meta.url));
 export const FLOOR_USER_ID = "bench-floor";
+export const PEER_USER_ID = "bench-peer";
 
-/** Starts the floor server (./floor-server.ts) on the bench's database and waits until it answers. */
-export async function startFloor(databaseUrl: string): Promise<{
+export interface BenchServer {
   baseUrl: string;
   child: ChildProcess;
   userId: string;
   cpuMs(): number;
   stop(): Promise<void>;
-}> {
+}
+
+/** Starts the floor server (./floor-server.ts) on the bench's database and waits until it answers. */
+export function startFloor(databaseUrl: string): Promise<BenchServer> {
+  return startServer("floor", FLOOR_SERVER, FLOOR_USER_ID, { DATABASE_URL: databaseUrl, FLOOR_USER_ID });
+}
+
+/** Starts the peer (./peer-server.ts: @node-idempotency with Redis, in Express) on its own database. */
+export function startPeer(databaseUrl: string, redisUrl: string): Promise<BenchServer> {
+  return startServer("peer", PEER_SERVER, PEER_USER_ID, { DATABASE_URL: databaseUrl, REDIS_URL: redisUrl });
+}
+
+async function startServer(
+  name: string,
+  script: string,
+  userId: string,
+  env: Record<string, string>,
+): Promise<BenchServer> {
   const port = await freePort();
-  const child = spawn(process.execPath, ["--import", "tsx", FLOOR_SERVER], {
-    env: { ...process.env, DATABASE_URL: databaseUrl, PORT: String(port), FLOOR_USER_ID, DB_POOL_MAX: "20" },
+  const child = spawn(process.execPath, ["--import", "tsx", script], {
+    env: { ...process.env, ...env, PORT: String(port), DB_POOL_MAX: "20" },
     stdio: ["ignore", "ignore", "inherit"],
   });
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
   const baseUrl = `http://127.0.0.1:${port}`;
   const deadline = Date.now() + 30_000;
   for (;;) {
-    if (child.exitCode !== null) throw new Error("the floor server exited early");
+    if (child.exitCode !== null) throw new Error(`the ${name} server exited early`);
     try {
       await fetch(`${baseUrl}/`, { method: "POST", body: "{" });
       break;
     } catch {
-      if (Date.now() > deadline) throw new Error("the floor server did not start");
+      if (Date.now() > deadline) throw new Error(`the ${name} server did not start`);
       await new Promise((r) => setTimeout(r, 100));
     }
   }
   return {
     baseUrl,
     child,
-    userId: FLOOR_USER_ID,
+    userId,
     cpuMs: () => processCpuMs(child.pid),
     stop: async () => {
       if (child.exitCode !== null) return;
@@ -44,4 +63,20 @@ export async function startFloor(databaseUrl: string): Promise<{
       await exited;
     },
   };
+}
+
+/** Whether a Redis answers PING at `url` within a second (the peer's store). */
+export function redisAnswers(url: string): Promise<boolean> {
+  const { hostname, port } = new URL(url);
+  return new Promise((resolve) => {
+    const socket = connect(Number(port || 6379), hostname || "127.0.0.1");
+    const done = (answer: boolean) => {
+      socket.destroy();
+      resolve(answer);
+    };
+    socket.setTimeout(1_000, () => done(false));
+    socket.once("error", () => done(false));
+    socket.once("connect", () => socket.write("PING\r\n"));
+    socket.once("data", (data) => done(data.toString().startsWith("+PONG")));
+  });
 }

@@ -128,13 +128,15 @@ export const FLOOR_ORDERS = "/orders";
 export const FLOOR_ANSWER = "/answer";
 
 /**
- * How one order request travels: tRPC (cookie), REST (bearer token, Idempotency-Key) or the floor's bare
- * JSON (to place the order, or `fromMemory` to be answered without the database).
+ * How one order request travels: tRPC (cookie), REST (bearer token, Idempotency-Key), the floor's bare
+ * JSON (to place the order, or `fromMemory` to be answered without the database), or the peer's.
  */
 export type Transport =
   | { kind: "trpc"; cookie: string; procedure?: string }
   | { kind: "rest"; token: string }
-  | { kind: "floor"; fromMemory?: boolean };
+  | { kind: "floor"; fromMemory?: boolean }
+  /** The peer (./peer-server.ts): the floor's body, and the key in the Idempotency-Key header. */
+  | { kind: "peer" };
 
 const ITEMS = [{ skuId: "SKU-MUG", quantity: 1 }];
 
@@ -159,6 +161,12 @@ export function orderRequest(
           "idempotency-key": key,
         },
         body: JSON.stringify({ items: ITEMS }),
+      };
+    case "peer":
+      return {
+        path: FLOOR_ORDERS,
+        headers: { "content-type": "application/json", "idempotency-key": key },
+        body: JSON.stringify({ requestId: key, items: ITEMS }),
       };
     case "floor":
       return {

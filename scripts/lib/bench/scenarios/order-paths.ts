@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import type autocannon from "autocannon";
 import { CpuMeter, mainThreadCpuMs, ownCpuMs, processCpuMs } from "../../cpu";
 import type { Bench } from "../bench";
-import { startFloor } from "../floor";
+import { type BenchServer, redisAnswers, startFloor, startPeer } from "../floor";
 import {
   BASELINE,
   combine,
@@ -13,6 +13,7 @@ import {
   sessionCookie,
   type Transport,
 } from "../load";
+import { peerDatabase } from "../peer-database";
 import { DURATION, log, ROUNDS, WARMUP } from "../settings";
 
 interface Path {
@@ -33,18 +34,17 @@ interface Path {
  *   baseline the tRPC stack without the idempotency record
  *   first    first executions over tRPC and over REST, each with its whole stack
  *   replay   the same keys again, over each transport: no write, the first answer byte for byte
+ *   peer     @node-idempotency with Redis in Express (./peer-server.ts), the same order on its own database:
+ *            its first executions take turns with ours, and its replays are measured like ours; the targets
+ *            of issue 27 are ratios to it (skipped, with the reason, when no Redis answers)
  */
 export async function orderPaths(bench: Bench) {
   const { db, app, cookie, userId, settled, meter, add, total, url } = bench;
   const floor = await startFloor(url);
   bench.cleanups.unshift(() => floor.stop());
+  const peer = await startPeerIfRedis(bench);
   const rest = await restToken(app.baseUrl);
-  const floorMeter = () =>
-    new CpuMeter(
-      () => processCpuMs(floor.child.pid),
-      ownCpuMs,
-      () => mainThreadCpuMs(floor.child.pid),
-    );
+  const floorMeter = () => processMeter(floor);
   const floorCpu = floorMeter();
   const path = (
     id: string,
@@ -95,6 +95,17 @@ export async function orderPaths(bench: Bench) {
       rest.userId,
     ),
   ];
+  if (peer)
+    paths.push(
+      path(
+        "peer-first",
+        "7 peer: first execution, @node-idempotency + Redis in Express",
+        peer.server.baseUrl,
+        { kind: "peer" },
+        peer.server.userId,
+        processMeter(peer.server),
+      ),
+    );
 
   // JIT, statement caches and pool connections warm up on shoppers of their own, for every path alike.
   log(`warm-up: ${WARMUP}s on each path`);
@@ -113,12 +124,12 @@ export async function orderPaths(bench: Bench) {
 
   // Orders already there (the floor's warm-up shares its shopper) are not the rounds'.
   const before = new Map<string, number>();
+  const ordersOf = (p: Path) => `SELECT count(*)::int AS n FROM orders WHERE user_id = '${p.userId}'`;
+  const countOf = (p: Path) => (p.id === "peer-first" && peer ? peer.db.count : bench.count)(ordersOf(p));
+  const settledOf = (p: Path) =>
+    (p.id === "peer-first" && peer ? peer.db.settled : bench.settled)(ordersOf(p));
   for (const p of paths) {
-    if (p.userId)
-      before.set(
-        p.id,
-        await bench.count(`SELECT count(*)::int AS n FROM orders WHERE user_id = '${p.userId}'`),
-      );
+    if (p.userId) before.set(p.id, await countOf(p));
   }
   // The paths take turns in short rounds, so drift on a shared machine hits them alike.
   log(
@@ -150,7 +161,7 @@ export async function orderPaths(bench: Bench) {
       );
       continue;
     }
-    const all = await settled(`SELECT count(*)::int AS n FROM orders WHERE user_id = '${p.userId}'`);
+    const all = await settledOf(p);
     created.set(p.id, all);
     const orders = all - (before.get(p.id) ?? 0);
     // autocannon stops with requests in flight: they may commit without being counted, never twice.
@@ -161,9 +172,10 @@ export async function orderPaths(bench: Bench) {
       `${orders} orders for ${result["2xx"]} answered / ${p.sent.count} sent`,
       orders >= result["2xx"] && orders <= p.sent.count,
       p.cpu,
-      p.id === "floor" ? floor.child : undefined,
+      p.id === "floor" ? floor.child : p.id === "peer-first" ? peer?.server.child : undefined,
     );
   }
+  if (peer) await peerReplay(bench, peer, created.get("peer-first") ?? 0);
 
   for (const [id, scenario, first] of [
     ["replay-trpc", "5 replay, tRPC", paths[2]],
@@ -210,6 +222,61 @@ export async function orderPaths(bench: Bench) {
     true,
     ceilingCpu,
     floor.child,
+  );
+}
+
+interface Peer {
+  server: BenchServer;
+  db: Awaited<ReturnType<typeof peerDatabase>>;
+}
+
+/** CPU per request of a bench server of its own (the floor, the peer), beside the load generator's. */
+function processMeter(server: Pick<BenchServer, "child">): CpuMeter {
+  return new CpuMeter(
+    () => processCpuMs(server.child.pid),
+    ownCpuMs,
+    () => mainThreadCpuMs(server.child.pid),
+  );
+}
+
+/** The peer on its own database, if a Redis answers (REDIS_URL, or the machine's at 127.0.0.1:6379). */
+async function startPeerIfRedis(bench: Bench): Promise<Peer | undefined> {
+  const redisUrl = process.env.REDIS_URL ?? "redis://127.0.0.1:6379";
+  if (!(await redisAnswers(redisUrl))) {
+    log(`peer skipped: no Redis answers at ${redisUrl} (@node-idempotency keeps its records there)`);
+    return undefined;
+  }
+  const db = await peerDatabase(bench.url);
+  bench.cleanups.unshift(db.drop);
+  const server = await startPeer(db.url, redisUrl);
+  bench.cleanups.unshift(() => server.stop());
+  return { server, db };
+}
+
+/** The peer's replays: the keys of its first executions again; no new order, the stored answer. */
+async function peerReplay(bench: Bench, peer: Peer, created: number) {
+  log("8 peer: replay, the same keys again");
+  const keys = (
+    await peer.db.sql<
+      { request_id: string }[]
+    >`SELECT request_id FROM orders WHERE user_id = ${peer.server.userId}`
+  ).map((r) => r.request_id);
+  const cpu = processMeter(peer.server);
+  const replay = await cpu.measure(
+    () => run(orderLoad(peer.server.baseUrl, { kind: "peer" }, keys, 0, null)),
+    bench.total,
+  );
+  const after = await peer.db.settled(
+    `SELECT count(*)::int AS n FROM orders WHERE user_id = '${peer.server.userId}'`,
+  );
+  bench.add(
+    "peer-replay",
+    "8 peer: replay, @node-idempotency + Redis in Express",
+    replay,
+    `${after - created} new orders (must be 0)`,
+    after === created,
+    cpu,
+    peer.server.child,
   );
 }
 

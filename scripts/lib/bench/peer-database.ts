@@ -1,0 +1,34 @@
+import { createDb, pgClient } from "~/server/db/client";
+import { runMigrations } from "~/server/db/migrate";
+import { seedCatalogue } from "~/server/db/seed";
+import { settledCount } from "./settle";
+
+/**
+ * The peer's own database beside the bench's (same server): the same schema and catalogue, stock for any run,
+ * counted and dropped by the bench.
+ */
+export async function peerDatabase(benchUrl: string) {
+  const admin = pgClient(benchUrl, { max: 1, onnotice: () => {} });
+  const name = `${new URL(benchUrl).pathname.slice(1)}_peer`;
+  await admin.unsafe(`CREATE DATABASE ${name}`);
+  const target = new URL(benchUrl);
+  target.pathname = `/${name}`;
+  const url = target.toString();
+  await runMigrations(url);
+  const db = createDb(url, { max: 2 });
+  await seedCatalogue(db);
+  await db.$client`UPDATE sku SET stock = 100000000, initial_stock = 100000000`;
+  const sql = db.$client;
+  const count = async (query: string) => Number((await sql.unsafe(query))[0]?.n ?? 0);
+  return {
+    url,
+    sql,
+    count,
+    settled: settledCount(count),
+    drop: async () => {
+      await sql.end({ timeout: 2 });
+      await admin.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      await admin.end();
+    },
+  };
+}
