@@ -1,5 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { AnyOperation } from "~/server/idempotency";
+import { OPERATIONS } from "~/server/operations";
 import { signQuery, tradeQueryPath, verifyBodySignature } from "~/shared/provider-contract";
 import {
   type AppServer,
@@ -227,6 +229,30 @@ describe("REST API against the production server", () => {
     });
     expect(anonymous.status).toBe(401);
     expect(anonymous.headers.get("content-type")).toBe("application/problem+json");
+  });
+
+  it("publishes its idempotency policy (the IETF draft asks for it), made from the operations it mounts", async () => {
+    const answer = await fetch(`${first.baseUrl}/api/v1/idempotency-policy`);
+    expect(answer.status).toBe(200);
+    const policy = (await answer.json()) as {
+      header: string;
+      expiresAfterSeconds: number;
+      key: { pattern: string };
+      operations: { operation: string; method: string; path: string; storedRefusals: { code: string }[] }[];
+    };
+    expect(policy.header).toBe("Idempotency-Key");
+    // IDEMPOTENCY_TTL_HOURS' default, as the server runs it.
+    expect(policy.expiresAfterSeconds).toBe(24 * 3600);
+    expect(new RegExp(policy.key.pattern).test(randomUUID())).toBe(true);
+    const mounted = (OPERATIONS as readonly AnyOperation[]).filter((op) => op.rest);
+    expect(policy.operations.map((o) => o.operation).sort()).toEqual(mounted.map((op) => op.name).sort());
+    expect(policy.operations.find((o) => o.operation === "order.create")).toMatchObject({
+      method: "POST",
+      path: "/api/v1/orders",
+      storedRefusals: expect.arrayContaining([expect.objectContaining({ code: "OUT_OF_STOCK" })]),
+    });
+    const doc = (await (await fetch(`${first.baseUrl}/api/v1/openapi.json`)).json()) as { paths: object };
+    expect(Object.keys(doc.paths)).toContain("/api/v1/idempotency-policy");
   });
 
   it("makes one order from 20 concurrent keyed POSTs split over two instances", async () => {

@@ -145,6 +145,8 @@ describe("POST /api/v1/orders with Idempotency-Key", () => {
     );
     expect(mismatch.status).toBe(422);
     expect(await mismatch.json()).toMatchObject({ code: "IDEMPOTENCY_KEY_REUSED" });
+    // How long the key holds the other request's answer, as on every answer the key's record gave.
+    expect(Date.parse(mismatch.headers.get("idempotency-key-expires") ?? "")).toBeGreaterThan(Date.now());
 
     const badBody = await handleOperation(
       deps,

@@ -38,10 +38,12 @@ export class IdempotencyError extends Error {
   }
 }
 
-export function keyReused(): IdempotencyError {
+/** The key holds another request's answer until `keyExpiresAt` (told to the client, as on every keyed answer). */
+export function keyReused(keyExpiresAt: Date): IdempotencyError {
   return new IdempotencyError(
     "IDEMPOTENCY_KEY_REUSED",
     "This idempotency key was already used with a different request. Use a new key for a new request.",
+    { keyExpiresAt },
   );
 }
 

@@ -36,7 +36,7 @@ export async function throughCache<T, Tx>(
   for (;;) {
     const hit = cache.get(key);
     if (hit) {
-      if (hit.fingerprint !== requestFingerprint) throw keyReused();
+      if (hit.fingerprint !== requestFingerprint) throw keyReused(hit.expiresAt);
       trace.by ??= "cache";
       return replay<T>(hit, op);
     }

@@ -290,8 +290,8 @@ export async function settle(
     });
     return renewed ? { kind: "owner", lease: renewed } : "again";
   }
-  if (existing.fingerprint !== requestFingerprint) throw keyReused();
   const expiresAt = new Date(existing.expires_at);
+  if (existing.fingerprint !== requestFingerprint) throw keyReused(expiresAt);
   if (existing.status !== "PROCESSING") {
     return {
       kind: "stored",

@@ -4,12 +4,12 @@ export const MAX_QUANTITY_PER_LINE = 99;
 export const MAX_LINES = 20;
 
 /** A client-made key: a UUID in practice; any 8-128 URL-safe characters are accepted. */
+/** A client's key (a request id, an Idempotency-Key): 8-128 URL-safe characters, starting with a letter or digit. */
+export const REQUEST_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:-]{7,127}$/;
+
 export const requestIdSchema = z
   .string()
-  .regex(
-    /^[A-Za-z0-9][A-Za-z0-9._:-]{7,127}$/,
-    "requestId must be 8-128 characters of letters, digits, '.', '_', ':' or '-'",
-  );
+  .regex(REQUEST_ID_PATTERN, "requestId must be 8-128 characters of letters, digits, '.', '_', ':' or '-'");
 
 export const skuIdSchema = z
   .string()

@@ -8,6 +8,7 @@ import {
 import type { AnyOperation } from "~/server/idempotency";
 import { OPERATIONS } from "~/server/operations";
 import { HTTP_STATUS_BY_DOMAIN_CODE, KEY_EXPIRES_HEADER, REPLAYED_HEADER } from "./http";
+import { POLICY_PATH } from "./policy";
 import { orderDetails, problemDetails, tokenResource } from "./schemas";
 
 const idempotencyKeyHeader = z.string().min(8).max(130).meta({
@@ -95,7 +96,7 @@ export function openApiDocument() {
       title: "Exactly-once checkout API",
       version: "1.0.0",
       description:
-        "Every POST needs an Idempotency-Key header (IETF draft-ietf-httpapi-idempotency-key-header). The same key with the same body replays the first answer (status, body, Location) with `Idempotent-Replayed: true`; with another body it is refused (422); while the first is running, 409 with Retry-After. Keys expire after IDEMPOTENCY_TTL_HOURS (24 h by default).",
+        "Every POST needs an Idempotency-Key header (IETF draft-ietf-httpapi-idempotency-key-header). The same key with the same body replays the first answer (status, body, Location) with `Idempotent-Replayed: true`; with another body it is refused (422); while the first is running, 409 with Retry-After. Keys expire after IDEMPOTENCY_TTL_HOURS (24 h by default). The policy (which operations, key syntax, expiry, what is fingerprinted, what is replayed) is published at GET /api/v1/idempotency-policy.",
     },
     components: {
       securitySchemes: { bearer: { type: "http", scheme: "bearer" } },
@@ -103,6 +104,14 @@ export function openApiDocument() {
     security: [{ bearer: [] }],
     paths: {
       ...operationPaths(),
+      [POLICY_PATH]: {
+        get: {
+          summary:
+            "The idempotency policy: which operations need a key, its syntax and expiry, what is fingerprinted and replayed",
+          security: [],
+          responses: { "200": { description: "The policy (application/json)" } },
+        },
+      },
       "/api/v1/tokens": {
         post: {
           summary: "Create a guest shopper and its bearer token",
