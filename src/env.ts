@@ -21,7 +21,8 @@ const flag = (fallback: boolean) =>
     .default(fallback ? "true" : "false")
     .transform((v) => v === "true");
 
-const schema = z.object({
+/** Every setting the app reads, with its default (docs/configuration.md documents each; a test holds the two together). */
+export const SETTINGS = z.object({
   NODE_ENV: z.enum(["development", "test", "production"]).default("development"),
   /** External PostgreSQL. When unset, the launcher starts an embedded server. */
   DATABASE_URL: z.url().optional(),
@@ -132,7 +133,7 @@ const schema = z.object({
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
 });
 
-export type Env = Omit<z.infer<typeof schema>, SecretName> &
+export type Env = Omit<z.infer<typeof SETTINGS>, SecretName> &
   Secrets & {
     /** The secrets this process generated or read from SECRETS_FILE (not given by the environment). */
     generatedSecrets: SecretName[];
@@ -159,7 +160,7 @@ export function embeddedDatabaseUrl(port: number, database = "checkout", dataDir
 }
 
 function load(): Env {
-  const parsed = schema.safeParse(process.env);
+  const parsed = SETTINGS.safeParse(process.env);
   if (!parsed.success) {
     throw new Error(`Invalid environment:\n${z.prettifyError(parsed.error)}`);
   }
