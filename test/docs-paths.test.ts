@@ -1,0 +1,61 @@
+import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { describe, expect, it } from "vitest";
+
+/**
+ * What the docs name must be there: every file or folder of the repository a doc names in backticks, and every
+ * npm script it tells someone to run. A doc that outlives a rename fails here.
+ */
+const DOCS = ["README.md", ...readdirSync("docs").map((name) => `docs/${name}`)].filter((f) =>
+  f.endsWith(".md"),
+);
+const TOP = ["src", "scripts", "test", "docs", "drizzle", "e2e", "examples", "model", "chaos", "patches"];
+
+/** `a/{b,c}.ts` → `a/b.ts`, `a/c.ts`. */
+const expand = (path: string): string[] => {
+  const brace = path.match(/\{([^}]*)\}/);
+  if (!brace) return [path];
+  return (brace[1] ?? "").split(",").flatMap((part) => expand(path.replace(brace[0], part)));
+};
+
+describe("what the docs name exists", () => {
+  it("every path a doc names in backticks", () => {
+    const missing = DOCS.flatMap((doc) =>
+      [...readFileSync(doc, "utf8").matchAll(/`([a-z]+\/[^`\s]*)`/g)]
+        .map((m) => (m[1] ?? "").replace(/[:#].*$/, ""))
+        .filter((path) => TOP.includes(path.split("/")[0] ?? "") && !/[*<>]/.test(path))
+        .flatMap(expand)
+        .filter((path) => !existsSync(path))
+        .map((path) => `${doc}: ${path}`),
+    );
+    expect(missing).toEqual([]);
+  });
+
+  it("every npm script a doc tells someone to run", () => {
+    const scripts = Object.keys(JSON.parse(readFileSync("package.json", "utf8")).scripts);
+    const missing = DOCS.flatMap((doc) =>
+      [...readFileSync(doc, "utf8").matchAll(/npm run ([a-z][\w:-]*)/g)]
+        .map((m) => m[1] ?? "")
+        .filter((name) => !scripts.includes(name))
+        .map((name) => `${doc}: npm run ${name}`),
+    );
+    expect(missing).toEqual([]);
+  });
+
+  it("the layer table lists the seven layers", () => {
+    const doc = readFileSync("docs/architecture.md", "utf8");
+    const table = doc.slice(
+      doc.indexOf("## The seven layers"),
+      doc.indexOf("\n## ", doc.indexOf("## The seven layers") + 1),
+    );
+    const layers = [...table.matchAll(/^\| ([a-z ]+) \| `/gm)].map((m) => m[1]);
+    expect(layers).toEqual([
+      "client",
+      "gateway",
+      "service",
+      "database",
+      "state machines",
+      "messages",
+      "callbacks",
+    ]);
+  });
+});
