@@ -1,12 +1,7 @@
 import type { AnyOperation } from "~/server/idempotency";
 import { OPERATIONS } from "~/server/operations";
 import { REQUEST_ID_PATTERN } from "~/server/orders/schema";
-import {
-  HTTP_STATUS_BY_DOMAIN_CODE,
-  IDEMPOTENCY_KEY_HEADER,
-  KEY_EXPIRES_HEADER,
-  REPLAYED_HEADER,
-} from "./http";
+import { HTTP_STATUS_BY_DOMAIN_CODE, KEY_EXPIRES_HEADER, REPLAYED_HEADER } from "./http";
 
 /** Where the policy is published (linked from the OpenAPI document and docs/api.md). */
 export const POLICY_PATH = "/api/v1/idempotency-policy";
