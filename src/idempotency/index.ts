@@ -14,7 +14,7 @@ export {
 export { ABSORBERS, type Absorber, type IdempotencyEvent, type IdempotencyOutcome } from "./events";
 export { canonicalJson, fingerprint } from "./fingerprint";
 export { RECORD_MACHINE, RECORD_STATUSES, type RecordStatus } from "./machine";
-export { isTransientError, pipelined } from "./postgres";
+export { isTransientError } from "./postgres";
 export {
   type CachedOutcome,
   DEFAULT_REPLAY_CACHE_OPTIONS,

@@ -1,6 +1,6 @@
 import type postgres from "postgres";
 import type { StoredRefusal } from "./errors";
-import type { IdempotencyEvent } from "./events";
+import type { Absorber, IdempotencyEvent } from "./events";
 import type { ReplayCache } from "./replay-cache";
 
 /**
@@ -132,7 +132,7 @@ export type Acquired = { kind: "owner"; lease: Lease } | { kind: "stored"; outco
 /** What one call went through, for its observer: whether it waited for another copy of itself, and what answered it. */
 export interface Trace {
   waited: boolean;
-  by?: "cache" | "flight" | "record" | "lease" | "claim";
+  by?: Exclude<Absorber, "conflict" | "fingerprint">;
 }
 
 /** Tells the replay cache an outcome that is now final under the key. */

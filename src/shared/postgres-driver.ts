@@ -220,7 +220,7 @@ export type TransactionOf<TSchema extends Record<string, unknown>> = Parameters<
   Parameters<PostgresJsDatabase<TSchema>["transaction"]>[0]
 >[0];
 
-export { isTransientError, pipelined } from "~/idempotency/postgres";
+export { isTransientError } from "~/idempotency/postgres";
 
 /** The constraint a statement violated (drizzle wraps the driver's error in its own: look through causes). */
 export function violatedConstraint(error: unknown): string | undefined {
