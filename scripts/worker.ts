@@ -18,16 +18,16 @@ if (!env.DATABASE_URL) {
 }
 // Stuck even with new job runners (its connections hung by a failover, say): exit, and whoever runs the
 // worker starts it afresh. EX_SOFTWARE, so a supervisor's log tells it from a clean stop.
-const worker = await startEventWorker({
+const starting = startEventWorker({
   onGiveUp: (reason) => {
     getLogger().fatal({ reason }, "event worker stuck; exiting so that its supervisor restarts it");
     setTimeout(() => process.exit(70), 100).unref();
   },
 });
-if (!worker) process.exit(1);
-getLogger().info("event worker running");
+// Listening before the worker has started: a SIGTERM that arrives while it starts is a clean stop too (it
+// waits for the start, then stops), not Node's default death by signal (exit 143).
 const stop = async () => {
-  await worker.stop();
+  await (await starting)?.stop();
   await getAppContext()
     .telemetry.attempts?.flush()
     .catch(() => {});
@@ -36,3 +36,5 @@ const stop = async () => {
 };
 process.on("SIGINT", () => void stop());
 process.on("SIGTERM", () => void stop());
+if (!(await starting)) process.exit(1);
+getLogger().info("event worker running");
