@@ -7,6 +7,16 @@ let passed = 0;
 /** What failed, by name, printed last: CI's log may only be read from its tail. */
 const failures = [];
 let failed = Number(process.env.FAILED_STEPS ?? 0);
+/** The first lines of a failure's message, without colour codes: enough to start from when only the tail survives. */
+const why = (message) =>
+  String(message ?? "")
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: ANSI colour codes in reporters' messages
+    .replace(/\u001b\[[0-9;]*m/g, "")
+    .split("\n")
+    .map((line) => line.trimEnd())
+    .filter((line) => line.trim() !== "")
+    .slice(0, 6)
+    .map((line) => `    ${line.slice(0, 300)}`);
 for (const file of process.argv.slice(2)) {
   if (!existsSync(file)) {
     console.log(`${file}: missing (the suite did not run)`);
@@ -21,7 +31,10 @@ for (const file of process.argv.slice(2)) {
     bad = report.stats.unexpected;
     const walk = (suite, titles) => {
       for (const spec of suite.specs ?? []) {
-        if (!spec.ok) failures.push(`${file}: ${[...titles, spec.title].join(" > ")}`);
+        if (spec.ok) continue;
+        failures.push(`${file}: ${[...titles, spec.title].join(" > ")}`);
+        const errors = (spec.tests ?? []).flatMap((t) => t.results ?? []).flatMap((r) => r.errors ?? []);
+        if (errors[0]) failures.push(...why(errors[0].message));
       }
       for (const child of suite.suites ?? []) walk(child, [...titles, child.title]);
     };
@@ -38,7 +51,10 @@ for (const file of process.argv.slice(2)) {
     bad = report.numFailedTests + (report.numRuntimeErrorTestSuites ?? 0);
     for (const result of report.testResults ?? []) {
       const failedTests = (result.assertionResults ?? []).filter((t) => t.status === "failed");
-      for (const t of failedTests) failures.push(`${file}: ${result.name} > ${t.fullName}`);
+      for (const t of failedTests) {
+        failures.push(`${file}: ${result.name} > ${t.fullName}`);
+        failures.push(...why(t.failureMessages?.[0]));
+      }
       if (failedTests.length === 0 && result.status === "failed") {
         failures.push(`${file}: ${result.name}: ${String(result.message ?? "").slice(0, 300)}`);
       }
@@ -50,7 +66,7 @@ for (const file of process.argv.slice(2)) {
 }
 if (failures.length > 0) {
   console.log("failed:");
-  for (const line of failures.slice(0, 40)) console.log(`  ${line}`);
+  for (const line of failures.slice(0, 80)) console.log(`  ${line}`);
 }
 if (passed === 0) failed += 1;
 console.log(`${passed} passed, ${failed} failed`);
