@@ -12,6 +12,7 @@ import type { RestDeps } from "~/server/rest/http";
 import { handleOperation } from "~/server/rest/operation";
 import { signApiToken, signSession } from "~/server/session/session";
 import { handleTrpcRequest } from "~/server/trpc/http";
+import { fromWebRequest, toWebResponse } from "~/shared/plain-http";
 import { signBody } from "~/shared/provider-contract";
 import type { TestDatabase } from "./support/database";
 import { test } from "./support/fixtures";
@@ -147,7 +148,7 @@ describe("random and malformed input", () => {
                 ? await handleOperation(rest, createPaymentOperation, req, { orderId })
                 : route === "refunds"
                   ? await handleOperation(rest, createRefundOperation, req, { orderId })
-                  : await getOrder(rest, req, orderId);
+                  : toWebResponse(await getOrder(rest, fromWebRequest(req), orderId));
           expect(response.status).toBeLessThan(500);
           if (response.status >= 400) {
             expect(response.headers.get("content-type")).toBe("application/problem+json");

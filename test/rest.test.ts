@@ -12,6 +12,7 @@ import { handleOperation } from "~/server/rest/operation";
 import { REVOCATION_CACHE_MS } from "~/server/session/api-tokens";
 import { signApiToken } from "~/server/session/session";
 import { createCaller } from "~/server/trpc/root";
+import { fromWebRequest, toWebResponse } from "~/shared/plain-http";
 import type { TestDatabase } from "./support/database";
 import { test } from "./support/fixtures";
 import type { LoopbackApp } from "./support/loopback-app";
@@ -32,7 +33,9 @@ test.beforeAll(({ database, loopback }) => {
 });
 
 async function newShopper(): Promise<string> {
-  const response = await postToken(deps, new Request("http://127.0.0.1/api/v1/tokens", { method: "POST" }));
+  const response = toWebResponse(
+    await postToken(deps, fromWebRequest(new Request("http://127.0.0.1/api/v1/tokens", { method: "POST" }))),
+  );
   expect(response.status).toBe(201);
   return ((await response.json()) as { token: string }).token;
 }
@@ -296,7 +299,9 @@ describe("payments, refunds and reads over REST", () => {
     expect(reused.status).toBe(422);
     await deliverAll(mockPay);
 
-    const read = await getOrder(deps, request(path, { token, method: "GET" }), order.orderId);
+    const read = toWebResponse(
+      await getOrder(deps, fromWebRequest(request(path, { token, method: "GET" })), order.orderId),
+    );
     expect(read.status).toBe(200);
     expect(await read.json()).toMatchObject({
       orderId: order.orderId,
@@ -307,7 +312,8 @@ describe("payments, refunds and reads over REST", () => {
 
     const stranger = await newShopper();
     expect(
-      (await getOrder(deps, request(path, { token: stranger, method: "GET" }), order.orderId)).status,
+      (await getOrder(deps, fromWebRequest(request(path, { token: stranger, method: "GET" })), order.orderId))
+        .status,
     ).toBe(404);
     expect(
       (
@@ -330,7 +336,13 @@ describe("payments, refunds and reads over REST", () => {
       ).status,
     ).toBe(404);
     expect(
-      (await getOrder(deps, request("/api/v1/orders/x", { token, method: "GET" }), "not-a-uuid")).status,
+      (
+        await getOrder(
+          deps,
+          fromWebRequest(request("/api/v1/orders/x", { token, method: "GET" })),
+          "not-a-uuid",
+        )
+      ).status,
     ).toBe(404);
     const [count] =
       await t.sql`SELECT count(*)::int AS n FROM refund_order WHERE order_id = ${order.orderId}`;
@@ -340,7 +352,7 @@ describe("payments, refunds and reads over REST", () => {
   it("makes tokens only when allowed, and a token is the signed shopper id", async () => {
     const off = await postToken(
       { ...deps, tokensEnabled: false },
-      new Request("http://127.0.0.1/api/v1/tokens", { method: "POST" }),
+      fromWebRequest(new Request("http://127.0.0.1/api/v1/tokens", { method: "POST" })),
     );
     expect(off.status).toBe(403);
     const id = randomUUID();

@@ -11,6 +11,7 @@ import type { RestDeps } from "~/server/rest/http";
 import { handleOperation } from "~/server/rest/operation";
 import { signApiToken } from "~/server/session/session";
 import { createCaller } from "~/server/trpc/root";
+import { fromWebRequest } from "~/shared/plain-http";
 import { testAppContext } from "./support/app-context";
 import { createTestDatabase, type TestDatabase } from "./support/database";
 import { placePaidOrder } from "./support/scenarios";
@@ -75,7 +76,7 @@ describe("another shopper's order", () => {
         body: body === undefined ? undefined : JSON.stringify(body),
       });
     const statuses = [
-      (await getOrder(rest, req("GET"), orderId)).status,
+      (await getOrder(rest, fromWebRequest(req("GET")), orderId)).status,
       (await handleOperation(rest, createPaymentOperation, req("POST", {}), { orderId })).status,
       (
         await handleOperation(rest, createRefundOperation, req("POST", { amountCents: 100 }), {

@@ -4,6 +4,7 @@ import { deleteTokens, postToken } from "~/server/rest/handlers";
 import type { RestDeps } from "~/server/rest/http";
 import { SESSION_COOKIE, SESSION_ROTATE_AFTER_MS, signSession } from "~/server/session/session";
 import { handleTrpcRequest } from "~/server/trpc/http";
+import { fromWebRequest } from "~/shared/plain-http";
 import { describe, expect, test } from "./support/fixtures";
 
 /**
@@ -85,20 +86,25 @@ describe("signing out everywhere else", () => {
   }) => {
     const deps: RestDeps = { app, tokensEnabled: true, logError: () => {} };
     const token = (
-      (await (
-        await postToken(deps, new Request("http://127.0.0.1/api/v1/tokens", { method: "POST" }))
-      ).json()) as { token: string }
+      JSON.parse(
+        (
+          await postToken(
+            deps,
+            fromWebRequest(new Request("http://127.0.0.1/api/v1/tokens", { method: "POST" })),
+          )
+        ).body,
+      ) as { token: string }
     ).token;
     const withToken = (bearer: string | undefined) =>
       new Request("http://127.0.0.1/api/v1/tokens", {
         method: "DELETE",
         headers: bearer ? { authorization: `Bearer ${bearer}` } : {},
       });
-    expect((await deleteTokens(deps, withToken(undefined))).status).toBe(401);
-    const revoked = await deleteTokens(deps, withToken(token));
+    expect((await deleteTokens(deps, fromWebRequest(withToken(undefined)))).status).toBe(401);
+    const revoked = await deleteTokens(deps, fromWebRequest(withToken(token)));
     expect(revoked.status).toBe(200);
-    expect(await revoked.json()).toMatchObject({ revokedAt: expect.any(String) });
+    expect(JSON.parse(revoked.body)).toMatchObject({ revokedAt: expect.any(String) });
     // The token is refused from now on, for this and for every other call.
-    expect((await deleteTokens(deps, withToken(token))).status).toBe(401);
+    expect((await deleteTokens(deps, fromWebRequest(withToken(token)))).status).toBe(401);
   });
 });

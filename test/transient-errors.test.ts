@@ -39,7 +39,7 @@ describe("a database that is away", () => {
     const dropped = Object.assign(new Error("write CONNECTION_CLOSED"), { code: "CONNECTION_CLOSED" });
     const answer = errorResponse(dropped, (e) => logged.push(e));
     expect(answer.status).toBe(503);
-    expect(((await answer.json()) as { code: string }).code).toBe("SERVICE_UNAVAILABLE");
+    expect((JSON.parse(answer.body) as { code: string }).code).toBe("SERVICE_UNAVAILABLE");
     expect(errorResponse(new Error(`bug ${randomUUID()}`), (e) => logged.push(e)).status).toBe(500);
     expect(logged).toHaveLength(1);
   });

@@ -2,6 +2,7 @@ import { readdirSync } from "node:fs";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
+import { nodeHeaders, type PlainHandler, type PlainRequest, type PlainResponse } from "~/shared/plain-http";
 import { sendProblem } from "./http-guard";
 import { bodyLimitOf, DRAIN_BODY_BYTES } from "./limits";
 
@@ -21,10 +22,13 @@ import { bodyLimitOf, DRAIN_BODY_BYTES } from "./limits";
 const METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"] as const;
 type Method = (typeof METHODS)[number];
 type Params = Record<string, string>;
-export type RouteHandler = (
+export type RouteHandler = ((
   req: Request,
   context: { params: Promise<Params> },
-) => Response | Promise<Response>;
+) => Response | Promise<Response>) & {
+  /** The same handler over plain HTTP (src/shared/plain-http.ts): called with no Web Request or Response. */
+  plain?: PlainHandler;
+};
 type RouteModule = Partial<Record<Method, RouteHandler>>;
 
 /** Segments of a route: literal text, or a dynamic `[name]` segment. */
@@ -164,36 +168,82 @@ async function callHandler(
   url: URL,
 ): Promise<void> {
   const limit = bodyLimitOf(url.pathname);
-  const request = await toRequest(req, url, limit);
-  if (request === "too-large" || request === "too-large-to-drain") {
+  const body = await bodyOf(req, limit);
+  if (body === "too-large" || body === "too-large-to-drain") {
     // Past what is worth draining, the rest is not read: the connection is closed after the answer.
-    const close: Record<string, string> = request === "too-large-to-drain" ? { connection: "close" } : {};
+    const close: Record<string, string> = body === "too-large-to-drain" ? { connection: "close" } : {};
     sendProblem(res, 413, "PAYLOAD_TOO_LARGE", `The body is larger than ${limit} bytes.`, close);
     return;
   }
-  const response = await handler(request, { params: Promise.resolve(params) });
-  const body = req.method === "HEAD" ? undefined : Buffer.from(await response.arrayBuffer());
+  if (handler.plain) {
+    writePlain(req, res, await handler.plain(plainRequest(req, url, body), params));
+    return;
+  }
+  const response = await handler(toRequest(req, url, body), { params: Promise.resolve(params) });
+  const answer = Buffer.from(await response.arrayBuffer());
   const headers: Record<string, string | string[]> = {};
   response.headers.forEach((value, key) => {
     if (key !== "set-cookie") headers[key] = value;
   });
   const cookies = response.headers.getSetCookie();
   if (cookies.length > 0) headers["set-cookie"] = cookies;
+  // The whole answer is here: its length, rather than a chunked body.
+  headers["content-length"] = String(answer.length);
   res.writeHead(response.status, headers);
-  res.end(body);
+  res.end(req.method === "HEAD" ? undefined : answer);
 }
 
 /**
  * The body is read whole (API bodies are small) before the handler runs, and a
  * client that hangs up does not abort the handler: work the server started is
  * finished and committed, so a retry with the same key finds it. A body over the
- * limit is drained, not kept (see DRAIN_BODY_BYTES).
+ * limit is drained, not kept (see DRAIN_BODY_BYTES). GET and HEAD have none.
  */
-async function toRequest(
+async function bodyOf(
   req: IncomingMessage,
-  url: URL,
   limit: number,
-): Promise<Request | "too-large" | "too-large-to-drain"> {
+): Promise<Buffer<ArrayBuffer> | undefined | "too-large" | "too-large-to-drain"> {
+  const method = req.method ?? "GET";
+  if (method === "GET" || method === "HEAD") return undefined;
+  // Declared over the limit: refused before a byte of it is read (Node drops the rest of a body it can
+  // still drain, so the keep-alive connection goes on; past that the connection is closed).
+  const declared = Number(req.headers["content-length"] ?? 0);
+  if (declared > limit) return declared > DRAIN_BODY_BYTES ? "too-large-to-drain" : "too-large";
+  return readBody(req, limit);
+}
+
+/** The body decoded as `Request.text()` decodes it (UTF-8, a leading BOM dropped, bad bytes replaced). */
+const utf8 = new TextDecoder();
+
+function plainRequest(req: IncomingMessage, url: URL, body: Buffer<ArrayBuffer> | undefined): PlainRequest {
+  return {
+    method: req.method ?? "GET",
+    url: `${url.pathname}${url.search}`,
+    headers: nodeHeaders(req),
+    text: async () => (body ? utf8.decode(body) : ""),
+    toWeb: async () => toRequest(req, url, body),
+  };
+}
+
+/**
+ * A plain answer on Node's response, its headers in the order the Web path below writes them: names in lower
+ * case and sorted, then the cookies.
+ */
+function writePlain(req: IncomingMessage, res: ServerResponse, answer: PlainResponse): void {
+  const headers: Record<string, string | string[]> = {};
+  const names = Object.keys(answer.headers).map((name) => [name.toLowerCase(), name] as const);
+  for (const [lower, name] of names.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
+    if (lower !== "set-cookie") headers[lower] = answer.headers[name] as string | string[];
+  }
+  const cookies = names.find(([lower]) => lower === "set-cookie");
+  if (cookies) headers["set-cookie"] = answer.headers[cookies[1]] as string | string[];
+  const body = Buffer.from(answer.body);
+  headers["content-length"] = String(body.length);
+  res.writeHead(answer.status, headers);
+  res.end(req.method === "HEAD" ? undefined : body);
+}
+
+function toRequest(req: IncomingMessage, url: URL, body: Buffer<ArrayBuffer> | undefined): Request {
   const headers = new Headers();
   for (const [key, value] of Object.entries(req.headers)) {
     if (value === undefined) continue;
@@ -203,14 +253,7 @@ async function toRequest(
   // The Host was checked by the server's guard (./http-guard.ts) before routing.
   const full = new URL(`${url.pathname}${url.search}`, `http://${req.headers.host ?? "localhost"}`);
   const method = req.method ?? "GET";
-  if (method === "GET" || method === "HEAD") return new Request(full, { method, headers });
-  // Declared over the limit: refused before a byte of it is read (Node drops the rest of a body it can
-  // still drain, so the keep-alive connection goes on; past that the connection is closed).
-  const declared = Number(req.headers["content-length"] ?? 0);
-  if (declared > limit) return declared > DRAIN_BODY_BYTES ? "too-large-to-drain" : "too-large";
-  const body = await readBody(req, limit);
-  if (typeof body === "string") return body;
-  return new Request(full, { method, headers, body });
+  return new Request(full, body === undefined ? { method, headers } : { method, headers, body });
 }
 
 /** The body, or "too-large-to-drain" for a chunked one that runs past the limit (left unread; the connection closes). */

@@ -6,8 +6,11 @@
  * Route handlers under DIRECT_PREFIXES are called straight from the route table
  * beside this file (./route-table.ts); pages, assets and everything else go to Next's
  * request handler. What that saves is Next's per-request pipeline, about 3.5 ms of CPU
- * per API call, more than the whole idempotent order transaction. The rules that make
- * it safe are enforced, not just written:
+ * per API call, more than the whole idempotent order transaction. A route whose handler
+ * carries a plain form (the REST API, the payment notification, tRPC's mutations:
+ * src/shared/plain-http.ts) is answered on Node's own request and response, with no Web
+ * `Request`/`Response` at all; both forms answer byte for byte alike
+ * (test/plain-host.test.ts). The rules that make it safe are enforced, not just written:
  * - direct-served route files use only Web `Request`/`Response`: Biome bans `next/*`
  *   imports under src/app/api and src/app/(mockpay)/provider/api (biome.json);
  * - the proxy (src/proxy.ts) never runs for those prefixes, and its matcher agrees with

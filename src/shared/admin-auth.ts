@@ -1,5 +1,6 @@
 import { createHash, createHmac, timingSafeEqual } from "node:crypto";
 import { readCookie } from "./cookies";
+import type { HeaderReader } from "./plain-http";
 
 export const ADMIN_COOKIE = "admin_token";
 
@@ -34,7 +35,7 @@ function validAdminSession(value: string, token: string, nowS: number): boolean 
 
 /** An operator: the admin token as a Bearer header, or an unexpired admin session in the admin cookie. */
 export function isAdminRequest(
-  headers: Headers,
+  headers: HeaderReader,
   token: string,
   nowS = Math.floor(Date.now() / 1000),
 ): boolean {

@@ -1,3 +1,4 @@
+import type { HeaderReader } from "./plain-http";
 /**
  * What the production server (src/host/server.ts) tells the routes about the
  * client, in request headers it always overwrites: the address the gateway
@@ -7,10 +8,10 @@
 export const CLIENT_ADDRESS_HEADER = "x-checkout-client-address";
 export const CLIENT_PROTO_HEADER = "x-checkout-client-proto";
 
-export function clientAddressOf(headers: Headers): string {
+export function clientAddressOf(headers: HeaderReader): string {
   return headers.get(CLIENT_ADDRESS_HEADER) ?? "unknown";
 }
 
-export function isHttps(headers: Headers): boolean {
+export function isHttps(headers: HeaderReader): boolean {
   return headers.get(CLIENT_PROTO_HEADER) === "https";
 }

@@ -4,6 +4,7 @@ import { unavailableIfTransient } from "~/server/errors";
 import { checkApiToken, checkSession } from "~/server/session/api-tokens";
 import { newGuestId, readCookie, SESSION_COOKIE, verifySession } from "~/server/session/session";
 import { clientAddressOf } from "~/shared/client-address";
+import type { HeaderReader } from "~/shared/plain-http";
 
 /**
  * Request policy, in one place for every entry (tRPC, REST, the proxy): what a request is (`requestOf`),
@@ -35,7 +36,7 @@ export interface CredentialPolicy {
 /** What a request is: the one function that reads identity, client address and request id from one. */
 export async function requestOf(
   app: AppContext,
-  headers: Headers,
+  headers: HeaderReader,
   policy: CredentialPolicy,
 ): Promise<RequestContext> {
   const base = {
@@ -48,12 +49,12 @@ export async function requestOf(
 }
 
 /** The client's x-request-id when it is a plain token (letters, digits, `._:-`, up to 128), else a new one. */
-export function requestIdOf(headers: Headers): string {
+export function requestIdOf(headers: HeaderReader): string {
   const given = headers.get("x-request-id");
   return given && /^[\w.:-]{1,128}$/.test(given) ? given : randomUUID();
 }
 
-async function credentialOf(app: AppContext, headers: Headers, policy: CredentialPolicy) {
+async function credentialOf(app: AppContext, headers: HeaderReader, policy: CredentialPolicy) {
   if (policy.credential === "bearer") {
     const token = headers.get("authorization")?.match(/^Bearer\s+(\S+)$/i)?.[1];
     return (await checkApiToken(app.db, token, app.sessionSecret, app.apiTokenTtlS)) ?? undefined;

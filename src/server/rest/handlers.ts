@@ -7,6 +7,7 @@ import { refundsOfOrder } from "~/server/refunds/queries";
 import { revokeCredentials } from "~/server/session/api-tokens";
 import { signApiToken } from "~/server/session/session";
 import { clientAddressOf } from "~/shared/client-address";
+import type { PlainRequest, PlainResponse } from "~/shared/plain-http";
 import { authenticate, json, problem, type RestDeps, respond } from "./http";
 
 /**
@@ -19,7 +20,7 @@ function orderIdFrom(raw: string): string {
   return parsed.data.orderId;
 }
 
-export function getOrder(deps: RestDeps, req: Request, rawOrderId: string): Promise<Response> {
+export function getOrder(deps: RestDeps, req: PlainRequest, rawOrderId: string): Promise<PlainResponse> {
   return respond(deps, req, async () => {
     const { userId } = await authenticate(req, deps.app);
     const orderId = orderIdFrom(rawOrderId);
@@ -49,7 +50,7 @@ export function getOrder(deps: RestDeps, req: Request, rawOrderId: string): Prom
 }
 
 /** A new guest shopper and its bearer token (development convenience; API_TOKENS_ENABLED=false turns it off). */
-export function postToken(deps: RestDeps, req: Request): Promise<Response> {
+export function postToken(deps: RestDeps, req: PlainRequest): Promise<PlainResponse> {
   return respond(deps, req, async () => {
     if (!deps.tokensEnabled)
       return problem(403, "TOKENS_DISABLED", "Making tokens through the API is turned off.");
@@ -62,7 +63,7 @@ export function postToken(deps: RestDeps, req: Request): Promise<Response> {
  * Signs the bearer's shopper out everywhere: every API token and session cookie issued so far is refused from
  * now on, this one included (the shopper makes a new one with POST /api/v1/tokens, or signs in again).
  */
-export function deleteTokens(deps: RestDeps, req: Request): Promise<Response> {
+export function deleteTokens(deps: RestDeps, req: PlainRequest): Promise<PlainResponse> {
   return respond(deps, req, async () => {
     const { userId } = await authenticate(req, deps.app);
     const revokedAt = await revokeCredentials(deps.app.db, userId);

@@ -3,6 +3,7 @@ import type { AppContext } from "~/server/app-context";
 import { DomainError, type DomainErrorCode, isDomainError, unavailableIfTransient } from "~/server/errors";
 import { withRequestContext } from "~/server/observability/request-context";
 import { requestIdSchema } from "~/server/orders/schema";
+import { jsonAnswer, type PlainRequest, type PlainResponse } from "~/shared/plain-http";
 import { PROBLEM_HEADERS, problemBody } from "~/shared/problem";
 
 /** The one mapping from domain codes to HTTP statuses for the REST API (the tRPC one mirrors it). */
@@ -44,12 +45,7 @@ export function keyHeaders(answer: KeyedAnswer): Record<string, string> {
   };
 }
 
-export function json(status: number, body: unknown, headers: Record<string, string> = {}): Response {
-  return new Response(JSON.stringify(body), {
-    status,
-    headers: { "content-type": "application/json", "cache-control": "no-store", ...headers },
-  });
-}
+export const json = jsonAnswer;
 
 /** RFC 9457 problem details. */
 export function problem(
@@ -58,16 +54,16 @@ export function problem(
   detail: string,
   extra: Record<string, unknown> = {},
   headers: Record<string, string> = {},
-): Response {
-  const body = problemBody(status, code, detail, extra);
-  return new Response(JSON.stringify(body), {
+): PlainResponse {
+  return {
     status,
     headers: { ...PROBLEM_HEADERS, ...headers },
-  });
+    body: JSON.stringify(problemBody(status, code, detail, extra)),
+  };
 }
 
 /** Domain errors become problems; a stored rejection replays with its status and the replay header. */
-export function errorResponse(thrown: unknown, log: (error: unknown) => void): Response {
+export function errorResponse(thrown: unknown, log: (error: unknown) => void): PlainResponse {
   // A database that dropped the connection or timed out is a retryable 503, wherever it happened.
   const error = unavailableIfTransient(thrown);
   if (isDomainError(error)) {
@@ -91,14 +87,14 @@ export function errorResponse(thrown: unknown, log: (error: unknown) => void): R
 }
 
 export class HttpProblem extends Error {
-  constructor(readonly response: Response) {
+  constructor(readonly response: PlainResponse) {
     super("http problem");
   }
 }
 
 /** The shopper behind `Authorization: Bearer <token>` (genuine, unexpired, not revoked), or a 401 problem. */
 export async function authenticate(
-  req: Request,
+  req: PlainRequest,
   app: AppContext,
 ): Promise<RequestContext & { userId: string }> {
   const request = await requestOf(app, req.headers, { credential: "bearer", databaseAway: "refuse" });
@@ -122,7 +118,7 @@ export async function authenticate(
  * The Idempotency-Key of a POST: required, 8-128 URL-safe characters. The IETF
  * draft sends it as a structured-field string ("…"); Stripe sends it bare. Both work.
  */
-export function idempotencyKey(req: Request): string {
+export function idempotencyKey(req: PlainRequest): string {
   const raw = req.headers.get(IDEMPOTENCY_KEY_HEADER);
   if (raw === null) {
     throw new HttpProblem(
@@ -140,7 +136,7 @@ export function idempotencyKey(req: Request): string {
 }
 
 /** The JSON body, or a 400 problem. */
-export async function jsonBody(req: Request): Promise<unknown> {
+export async function jsonBody(req: PlainRequest): Promise<unknown> {
   const text = await req.text();
   if (text.length > 64 * 1024)
     throw new HttpProblem(problem(413, "PAYLOAD_TOO_LARGE", "The body is too large."));
@@ -167,14 +163,14 @@ export interface RestDeps {
 /** Runs a REST handler: a request id, and every failure answered as a problem (logged once when unknown). */
 export async function respond(
   deps: RestDeps,
-  req: Request,
-  work: () => Promise<Response>,
-): Promise<Response> {
+  req: PlainRequest,
+  work: () => Promise<PlainResponse>,
+): Promise<PlainResponse> {
   const requestId = requestIdOf(req.headers);
   return withRequestContext({ requestId }, async () => {
     try {
       const response = await work();
-      response.headers.set("x-request-id", requestId);
+      response.headers["x-request-id"] = requestId;
       return response;
     } catch (error) {
       if (error instanceof HttpProblem) return error.response;

@@ -3,6 +3,14 @@ import { admit } from "~/server/admission/admission";
 import type { AppContext } from "~/server/app-context";
 import { DomainError } from "~/server/errors";
 import { gatewayKeyOf, type Operation, runOperation } from "~/server/idempotency";
+import {
+  fromWebRequest,
+  type PlainRequest,
+  type PlainResponse,
+  plainRoute,
+  type RouteWithPlain,
+  toWebResponse,
+} from "~/shared/plain-http";
 import { restDeps } from "./deps";
 import {
   authenticate,
@@ -16,7 +24,7 @@ import {
 } from "./http";
 
 type Params = Record<string, string>;
-export type RestRoute = ((req: Request, context: { params: Promise<Params> }) => Promise<Response>) & {
+export type RestRoute = RouteWithPlain & {
   /** The operation this route mounts (the transport test reads it). */
   operation: string;
 };
@@ -29,18 +37,29 @@ export type RestRoute = ((req: Request, context: { params: Promise<Params> }) =>
  */
 export function restRoute<S extends z.ZodType, R>(op: Operation<S, R, AppContext>): RestRoute {
   if (!op.rest) throw new Error(`${op.name} has no REST binding`);
-  const route = async (req: Request, context: { params: Promise<Params> }) =>
-    handleOperation(restDeps(), op, req, await context.params);
-  return Object.assign(route, { operation: op.name });
+  return Object.assign(
+    plainRoute((req, params) => plainOperation(restDeps(), op, req, params)),
+    { operation: op.name },
+  );
 }
 
-/** One REST call of an operation, with the dependencies given (the route passes the app's; tests their own). */
-export function handleOperation<S extends z.ZodType, R>(
+/** One REST call of an operation as Web `Request` → `Response` (tests call it so). */
+export async function handleOperation<S extends z.ZodType, R>(
   deps: RestDeps,
   op: Operation<S, R, AppContext>,
   req: Request,
   pathParams: Params = {},
 ): Promise<Response> {
+  return toWebResponse(await plainOperation(deps, op, fromWebRequest(req), pathParams));
+}
+
+/** One REST call of an operation, with the dependencies given (the route passes the app's; tests their own). */
+export function plainOperation<S extends z.ZodType, R>(
+  deps: RestDeps,
+  op: Operation<S, R, AppContext>,
+  req: PlainRequest,
+  pathParams: Params = {},
+): Promise<PlainResponse> {
   const binding = op.rest;
   if (!binding) throw new Error(`${op.name} has no REST binding`);
   return respond(deps, req, async () => {

@@ -4,6 +4,7 @@ import type { AppContext } from "~/server/app-context";
 import { isDomainError } from "~/server/errors";
 import { SESSION_ROTATE_AFTER_MS, sessionCookieHeader, signSession } from "~/server/session/session";
 import { isHttps } from "~/shared/client-address";
+import type { HeaderReader } from "~/shared/plain-http";
 import { TRPC_CODE_BY_DOMAIN_CODE } from "./codes";
 
 export interface TrpcContext {
@@ -30,8 +31,8 @@ export interface TrpcContext {
  */
 export async function createTrpcContext(
   app: AppContext,
-  req: Request,
-  resHeaders: Headers,
+  req: { headers: HeaderReader },
+  resHeaders: Pick<Headers, "append">,
 ): Promise<TrpcContext> {
   const request = await requestOf(app, req.headers, { credential: "cookie", databaseAway: "refuse" }).catch(
     (error: unknown) => {

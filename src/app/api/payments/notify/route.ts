@@ -2,37 +2,36 @@ import { getAppContext } from "~/server/app-context";
 import { withRequestContext } from "~/server/observability/request-context";
 import { handlePaymentNotification } from "~/server/payments/notify";
 import { getLogger } from "~/shared/logger";
+import { type PlainResponse, plainRoute } from "~/shared/plain-http";
 import { DELIVERY_ID_HEADER, SIGNATURE_HEADER } from "~/shared/provider-contract";
 
 const MAX_BODY_BYTES = 64 * 1024;
 
+const answer = (status: number, body: unknown): PlainResponse => ({
+  status,
+  headers: { "content-type": "application/json" },
+  body: JSON.stringify(body),
+});
+
 /** Providers post raw, signed bodies: verified on the exact bytes, so this is a route handler, not tRPC. */
-export async function POST(req: Request) {
+export const POST = plainRoute(async (req) => {
   const body = await req.text();
-  if (Buffer.byteLength(body) > MAX_BODY_BYTES) {
-    return Response.json({ code: "FAIL", message: "body too large" }, { status: 413 });
-  }
+  if (Buffer.byteLength(body) > MAX_BODY_BYTES)
+    return answer(413, { code: "FAIL", message: "body too large" });
   const app = getAppContext();
+  const deliveryId = req.headers.get(DELIVERY_ID_HEADER);
   try {
-    const deliveryId = req.headers.get(DELIVERY_ID_HEADER) ?? undefined;
-    const answer = await withRequestContext({ requestId: deliveryId ?? "notification" }, () =>
+    const verdict = await withRequestContext({ requestId: deliveryId ?? "notification" }, () =>
       handlePaymentNotification(
         app.db,
-        {
-          body,
-          signature: req.headers.get(SIGNATURE_HEADER),
-          deliveryId: req.headers.get(DELIVERY_ID_HEADER),
-        },
+        { body, signature: req.headers.get(SIGNATURE_HEADER), deliveryId },
         app.payments,
       ),
     );
-    return Response.json(answer.body, { status: answer.httpStatus });
+    return answer(verdict.httpStatus, verdict.body);
   } catch (err) {
     // The provider will send it again; nothing was committed.
-    getLogger().error(
-      { err, deliveryId: req.headers.get(DELIVERY_ID_HEADER) },
-      "payment notification failed",
-    );
-    return Response.json({ code: "FAIL", message: "internal error" }, { status: 500 });
+    getLogger().error({ err, deliveryId }, "payment notification failed");
+    return answer(500, { code: "FAIL", message: "internal error" });
   }
-}
+});

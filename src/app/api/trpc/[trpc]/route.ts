@@ -1,8 +1,10 @@
 import { getAppContext } from "~/server/app-context";
-import { handleTrpcRequest } from "~/server/trpc/http";
+import { handleTrpcRequest, plainTrpc } from "~/server/trpc/http";
+import type { PlainRequest } from "~/shared/plain-http";
 
-function handler(req: Request) {
-  return handleTrpcRequest(getAppContext(), req);
-}
+/** `next dev` calls the Web handler; the production host calls `plain` (src/host/route-table.ts). */
+const handler = Object.assign((req: Request) => handleTrpcRequest(getAppContext(), req), {
+  plain: (req: PlainRequest) => plainTrpc(getAppContext(), req),
+});
 
 export { handler as GET, handler as POST };

@@ -1,10 +1,6 @@
 import { restDeps } from "~/server/rest/deps";
 import { deleteTokens, postToken } from "~/server/rest/handlers";
+import { plainRoute } from "~/shared/plain-http";
 
-export function POST(req: Request) {
-  return postToken(restDeps(), req);
-}
-
-export function DELETE(req: Request) {
-  return deleteTokens(restDeps(), req);
-}
+export const POST = plainRoute((req) => postToken(restDeps(), req));
+export const DELETE = plainRoute((req) => deleteTokens(restDeps(), req));

@@ -1,6 +1,5 @@
 import { restDeps } from "~/server/rest/deps";
 import { getOrder } from "~/server/rest/handlers";
+import { plainRoute } from "~/shared/plain-http";
 
-export async function GET(req: Request, { params }: { params: Promise<{ orderId: string }> }) {
-  return getOrder(restDeps(), req, (await params).orderId);
-}
+export const GET = plainRoute((req, params) => getOrder(restDeps(), req, params.orderId ?? ""));
