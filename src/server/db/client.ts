@@ -28,4 +28,14 @@ export function holdConnection(db: Db): Promise<HeldConnection<Tx>> {
   return holdOn(db);
 }
 
+/**
+ * The postgres.js client an executor sends on: the pool's, a held connection's, or a transaction's. For the
+ * hot path's few statements, written once as tagged templates (postgres.js keeps each template's text, and
+ * every statement is prepared): drizzle's builders rebuild a statement's SQL on every call, which profiling
+ * put at about a sixth of an order's CPU.
+ */
+export function clientOf(executor: Executor): postgres.Sql {
+  return (executor as unknown as { _: { session: { client: postgres.Sql } } })._.session.client;
+}
+
 export { type HeldConnection, pgClient } from "~/shared/postgres-driver";

@@ -1,8 +1,8 @@
-import { and, eq, inArray } from "drizzle-orm";
+import { and, eq } from "drizzle-orm";
 import { discountFor, redeem } from "~/server/coupons/coupons";
-import type { Db, Tx } from "~/server/db/client";
+import { clientOf, type Db, type Tx } from "~/server/db/client";
 import { ORDER_MACHINE } from "~/server/db/machines";
-import { orderItem, orders, sku } from "~/server/db/schema";
+import { orders } from "~/server/db/schema";
 import { DomainError } from "~/server/errors";
 import { defineOperation, fingerprint, type IdempotencyConfig, runOperation } from "~/server/idempotency";
 import {
@@ -112,21 +112,10 @@ export async function insertOrder(
   couponCode?: string,
 ): Promise<{ order: CreatedOrder; existed: boolean }> {
   const requestFingerprint = fingerprint(createOrderOperation.name, canonicalOrderRequest(lines, couponCode));
-  const products = await tx
-    .select({
-      id: sku.id,
-      name: sku.name,
-      priceCents: sku.priceCents,
-      currency: sku.currency,
-      stock: sku.stock,
-    })
-    .from(sku)
-    .where(
-      inArray(
-        sku.id,
-        lines.map((line) => line.skuId),
-      ),
-    );
+  const sql = clientOf(tx);
+  const products = await sql<Product[]>`
+    SELECT id, name, price_cents AS "priceCents", currency, stock
+      FROM sku WHERE id = ANY(${lines.map((line) => line.skuId)}::text[])`;
   const byId = new Map(products.map((product) => [product.id, product]));
   const priced = lines.map((line) => {
     const product = byId.get(line.skuId);
@@ -151,36 +140,40 @@ export async function insertOrder(
     : 0;
   const amountCents = subtotalCents - discountCents;
 
-  const [order] = await tx
-    .insert(orders)
-    .values({
-      userId,
-      requestId,
-      requestFingerprint,
-      amountCents,
-      discountCents,
-      currency,
-      status: ORDER_MACHINE.transitions.place.to,
-    })
-    .onConflictDoNothing({ target: [orders.userId, orders.requestId] })
-    .returning(createdColumns);
+  // The order and its lines in one statement (one round trip): the lines are inserted only if the order was.
+  const [order] = await sql<CreatedOrder[]>`
+    WITH placed AS (
+      INSERT INTO orders (user_id, request_id, request_fingerprint, amount_cents, discount_cents, currency, status)
+      VALUES (${userId}::uuid, ${requestId}, ${requestFingerprint}, ${amountCents}::int8, ${discountCents}::int,
+              ${currency}, ${ORDER_MACHINE.transitions.place.to})
+      ON CONFLICT (user_id, request_id) DO NOTHING
+      RETURNING id, status, amount_cents, discount_cents, currency
+    ), lines AS (
+      INSERT INTO order_item (user_id, order_id, sku_id, sku_name, quantity, unit_price_cents, line_total_cents)
+      SELECT ${userId}::uuid, placed.id, line.sku_id, line.sku_name, line.quantity, line.unit_price_cents,
+             line.line_total_cents
+        FROM placed,
+             unnest(${priced.map((line) => line.skuId)}::text[], ${priced.map((line) => line.product.name)}::text[],
+                    ${priced.map((line) => line.quantity)}::int[], ${priced.map((line) => line.product.priceCents)}::int[],
+                    ${priced.map((line) => line.lineTotalCents)}::int8[])
+               AS line(sku_id, sku_name, quantity, unit_price_cents, line_total_cents)
+    )
+    SELECT id AS "orderId", status, amount_cents::float8 AS "amountCents", discount_cents AS "discountCents",
+           currency
+      FROM placed`;
   if (!order) {
     return { order: await existingOrderForRequest(tx, userId, requestId, requestFingerprint), existed: true };
   }
   if (couponCode) await redeem(tx, { code: couponCode, userId, orderId: order.orderId, discountCents });
-
-  await tx.insert(orderItem).values(
-    priced.map((line) => ({
-      userId,
-      orderId: order.orderId,
-      skuId: line.skuId,
-      skuName: line.product.name,
-      quantity: line.quantity,
-      unitPriceCents: line.product.priceCents,
-      lineTotalCents: line.lineTotalCents,
-    })),
-  );
   return { order: answerOf(order), existed: false };
+}
+
+interface Product {
+  id: string;
+  name: string;
+  priceCents: number;
+  currency: string;
+  stock: number;
 }
 
 const createdColumns = {
