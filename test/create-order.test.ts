@@ -125,6 +125,62 @@ describe("checkout.createOrder", () => {
     expect((await counts(userId))?.orders).toBe(0);
   });
 
+  it("checks every line as it places the order: the first line's reason, in SKU order, and one currency", async () => {
+    const userId = shopper();
+    await t.sql`
+      INSERT INTO sku (id, name, price_cents, currency, stock, initial_stock)
+      VALUES ('SKU-EURO-CUP', 'Euro cup', 900, 'EUR', 5, 5) ON CONFLICT DO NOTHING`;
+    const refusal = async (items: { skuId: string; quantity: number }[]) => {
+      type Refused = { cause?: { code?: string; details?: { meta?: unknown } } };
+      const error: Refused = await caller(userId)
+        .checkout.createOrder({ requestId: randomUUID(), items })
+        .then(
+          () => ({}),
+          (e: Refused) => e,
+        );
+      return { code: error.cause?.code, meta: error.cause?.details?.meta };
+    };
+    // Lines go in SKU order: SKU-LIMITED (short) comes before SKU-NOPE (unknown), SKU-AAA (unknown) before it.
+    expect(
+      await refusal([
+        { skuId: "SKU-NOPE", quantity: 1 },
+        { skuId: "SKU-LIMITED", quantity: 4 },
+      ]),
+    ).toEqual({
+      code: "OUT_OF_STOCK",
+      meta: { skuId: "SKU-LIMITED", available: 3, requested: 4 },
+    });
+    expect(
+      await refusal([
+        { skuId: "SKU-LIMITED", quantity: 4 },
+        { skuId: "SKU-AAA", quantity: 1 },
+      ]),
+    ).toEqual({
+      code: "SKU_NOT_FOUND",
+      meta: { skuId: "SKU-AAA" },
+    });
+    expect((await refusal([{ skuId: "SKU-EURO-CUP", quantity: 1 }, ...mug(1)])).code).toBe("INVALID_INPUT");
+    expect((await counts(userId))?.orders).toBe(0);
+    expect((await counts(userId))?.items).toBe(0);
+
+    const placed = await caller(userId).checkout.createOrder({
+      requestId: randomUUID(),
+      items: [...mug(2), { skuId: "SKU-GRINDER", quantity: 1 }],
+    });
+    expect(placed).toMatchObject({
+      amountCents: 2 * 1250 + 8900,
+      currency: "USD",
+      status: "PENDING_PAYMENT",
+    });
+    const lines = await t.sql`
+      SELECT sku_id, sku_name, quantity, unit_price_cents, line_total_cents::int AS total
+        FROM order_item WHERE user_id = ${userId} AND order_id = ${placed.orderId} ORDER BY sku_id`;
+    expect(lines.map((l) => [l.sku_id, l.sku_name, l.quantity, l.unit_price_cents, l.total])).toEqual([
+      ["SKU-GRINDER", "Hand grinder", 1, 8900, 8900],
+      ["SKU-MUG", "Enamel mug", 2, 1250, 2500],
+    ]);
+  });
+
   it.each([
     ["quantity 0", { requestId: "valid-key-0001", items: mug(0) }],
     ["negative quantity", { requestId: "valid-key-0002", items: mug(-1) }],

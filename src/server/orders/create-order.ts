@@ -113,67 +113,91 @@ export async function insertOrder(
 ): Promise<{ order: CreatedOrder; existed: boolean }> {
   const requestFingerprint = fingerprint(createOrderOperation.name, canonicalOrderRequest(lines, couponCode));
   const sql = clientOf(tx);
-  const products = await sql<Product[]>`
-    SELECT id, name, price_cents AS "priceCents", currency, stock
-      FROM sku WHERE id = ANY(${lines.map((line) => line.skuId)}::text[])`;
-  const byId = new Map(products.map((product) => [product.id, product]));
-  const priced = lines.map((line) => {
-    const product = byId.get(line.skuId);
-    if (!product) {
-      throw new DomainError("SKU_NOT_FOUND", `unknown SKU ${line.skuId}`, { meta: { skuId: line.skuId } });
-    }
-    if (product.stock < line.quantity) {
-      throw new DomainError("OUT_OF_STOCK", `only ${product.stock} of ${product.name} left`, {
-        meta: { skuId: line.skuId, available: product.stock, requested: line.quantity },
-      });
-    }
-    return { ...line, product, lineTotalCents: product.priceCents * line.quantity };
-  });
-  const currencies = new Set(priced.map((line) => line.product.currency));
-  if (currencies.size > 1) {
-    throw new DomainError("INVALID_INPUT", "all items of an order must share one currency");
-  }
-  const subtotalCents = priced.reduce((sum, line) => sum + line.lineTotalCents, 0);
-  const currency = priced[0]?.product.currency ?? "USD";
+  // A coupon's discount depends on the lines' total: read the lines first (and refuse what cannot be placed).
   const discountCents = couponCode
-    ? (await discountFor(tx, userId, couponCode, subtotalCents)).discountCents
+    ? (await discountFor(tx, userId, couponCode, subtotalOf(refusal(await linesOf(sql, lines)))))
+        .discountCents
     : 0;
-  const amountCents = subtotalCents - discountCents;
-
-  // The order and its lines in one statement (one round trip): the lines are inserted only if the order was.
-  const [order] = await sql<CreatedOrder[]>`
-    WITH placed AS (
+  // The order and its lines in one statement, checked as it runs: every SKU known, in stock, one currency.
+  const [placed] = await sql<{ order: CreatedOrder | null; lines: PricedLine[] }[]>`
+    WITH line AS (
+      SELECT wanted.sku_id AS "skuId", wanted.quantity, sku.name, sku.price_cents AS "priceCents",
+             sku.currency, sku.stock, wanted.n
+        FROM unnest(${lines.map((line) => line.skuId)}::text[], ${lines.map((line) => line.quantity)}::int[])
+             WITH ORDINALITY AS wanted(sku_id, quantity, n)
+        LEFT JOIN sku ON sku.id = wanted.sku_id
+    ), verdict AS (
+      SELECT bool_and(name IS NOT NULL AND stock >= quantity) AND count(DISTINCT currency) <= 1 AS ok,
+             sum("priceCents"::int8 * quantity) AS subtotal, min(currency) AS currency
+        FROM line
+    ), placed AS (
       INSERT INTO orders (user_id, request_id, request_fingerprint, amount_cents, discount_cents, currency, status)
-      VALUES (${userId}::uuid, ${requestId}, ${requestFingerprint}, ${amountCents}::int8, ${discountCents}::int,
-              ${currency}, ${ORDER_MACHINE.transitions.place.to})
+      SELECT ${userId}::uuid, ${requestId}, ${requestFingerprint}, subtotal - ${discountCents}::int,
+             ${discountCents}::int, currency, ${ORDER_MACHINE.transitions.place.to}
+        FROM verdict WHERE ok
       ON CONFLICT (user_id, request_id) DO NOTHING
       RETURNING id, status, amount_cents, discount_cents, currency
-    ), lines AS (
+    ), items AS (
       INSERT INTO order_item (user_id, order_id, sku_id, sku_name, quantity, unit_price_cents, line_total_cents)
-      SELECT ${userId}::uuid, placed.id, line.sku_id, line.sku_name, line.quantity, line.unit_price_cents,
-             line.line_total_cents
-        FROM placed,
-             unnest(${priced.map((line) => line.skuId)}::text[], ${priced.map((line) => line.product.name)}::text[],
-                    ${priced.map((line) => line.quantity)}::int[], ${priced.map((line) => line.product.priceCents)}::int[],
-                    ${priced.map((line) => line.lineTotalCents)}::int8[])
-               AS line(sku_id, sku_name, quantity, unit_price_cents, line_total_cents)
+      SELECT ${userId}::uuid, placed.id, line."skuId", line.name, line.quantity, line."priceCents",
+             line."priceCents"::int8 * line.quantity
+        FROM placed, line
     )
-    SELECT id AS "orderId", status, amount_cents::float8 AS "amountCents", discount_cents AS "discountCents",
-           currency
-      FROM placed`;
-  if (!order) {
+    SELECT (SELECT json_build_object('orderId', id, 'status', status, 'amountCents', amount_cents,
+                                     'discountCents', discount_cents, 'currency', currency) FROM placed) AS order,
+           (SELECT json_agg(line ORDER BY n) FROM line) AS lines`;
+  if (!placed?.order) {
+    // Not placed: a line it cannot have (refused as before), or the request id already placed an order.
+    refusal(placed?.lines ?? []);
     return { order: await existingOrderForRequest(tx, userId, requestId, requestFingerprint), existed: true };
   }
-  if (couponCode) await redeem(tx, { code: couponCode, userId, orderId: order.orderId, discountCents });
-  return { order: answerOf(order), existed: false };
+  if (couponCode) {
+    await redeem(tx, { code: couponCode, userId, orderId: placed.order.orderId, discountCents });
+  }
+  return { order: answerOf(placed.order), existed: false };
 }
 
-interface Product {
-  id: string;
-  name: string;
+interface PricedLine {
+  skuId: string;
+  quantity: number;
+  /** Null: no such SKU. */
+  name: string | null;
   priceCents: number;
   currency: string;
   stock: number;
+}
+
+/** The order's lines as the catalogue prices them (for a coupon, whose discount depends on their total). */
+function linesOf(sql: ReturnType<typeof clientOf>, lines: OrderLine[]) {
+  return sql<PricedLine[]>`
+    SELECT wanted.sku_id AS "skuId", wanted.quantity, sku.name, sku.price_cents AS "priceCents", sku.currency,
+           sku.stock
+      FROM unnest(${lines.map((line) => line.skuId)}::text[], ${lines.map((line) => line.quantity)}::int[])
+           WITH ORDINALITY AS wanted(sku_id, quantity, n)
+      LEFT JOIN sku ON sku.id = wanted.sku_id
+     ORDER BY wanted.n`;
+}
+
+/** Throws the first reason an order of these lines cannot be placed, in line order; else gives the lines back. */
+function refusal(lines: PricedLine[]): PricedLine[] {
+  for (const line of lines) {
+    if (line.name === null) {
+      throw new DomainError("SKU_NOT_FOUND", `unknown SKU ${line.skuId}`, { meta: { skuId: line.skuId } });
+    }
+    if (line.stock < line.quantity) {
+      throw new DomainError("OUT_OF_STOCK", `only ${line.stock} of ${line.name} left`, {
+        meta: { skuId: line.skuId, available: line.stock, requested: line.quantity },
+      });
+    }
+  }
+  if (new Set(lines.map((line) => line.currency)).size > 1) {
+    throw new DomainError("INVALID_INPUT", "all items of an order must share one currency");
+  }
+  return lines;
+}
+
+function subtotalOf(lines: PricedLine[]): number {
+  return lines.reduce((sum, line) => sum + line.priceCents * line.quantity, 0);
 }
 
 const createdColumns = {
