@@ -1,4 +1,5 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
+import { z } from "zod";
 import type { AppContext } from "~/server/app-context";
 import { handleTrpcRequest } from "~/server/trpc/http";
 import { router, shopperProcedure } from "~/server/trpc/init";
@@ -49,5 +50,38 @@ describe("internal errors of tRPC calls", () => {
       expect(error.mock.calls[0]?.[1]).toBe(logLine);
       expect(String((error.mock.calls[0]?.[0] as { err?: unknown })?.err)).toContain(message);
     }
+  });
+});
+
+describe("malformed input", () => {
+  const inputRouter = router({
+    place: shopperProcedure
+      .input(z.object({ requestId: z.string().min(8), items: z.array(z.number()).min(1) }))
+      .mutation(() => "placed"),
+  });
+  const send = async (input: unknown) => {
+    const response = await handleTrpcRequest(
+      app,
+      new Request("http://127.0.0.1/api/test/place", {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ json: input }),
+      }),
+      { router: inputRouter, endpoint: "/api/test" },
+    );
+    const body = (await response.json()) as { error: { json: { data: Record<string, unknown> } } };
+    return { status: response.status, data: body.error.json.data };
+  };
+
+  it("says why in the data, by field or about the whole input, never an empty fieldErrors", async () => {
+    const whole = await send("not an object");
+    expect(whole.status).toBe(400);
+    expect(whole.data.fieldErrors).toBeNull();
+    expect(whole.data.formErrors).toEqual([expect.stringMatching(/expected object/)]);
+
+    const fields = await send({ requestId: "short", items: [] });
+    expect(fields.status).toBe(400);
+    expect(fields.data.formErrors).toBeNull();
+    expect(Object.keys(fields.data.fieldErrors as object).sort()).toEqual(["items", "requestId"]);
   });
 });

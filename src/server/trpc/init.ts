@@ -54,11 +54,27 @@ const t = initTRPC
           retryAfterMs: domain?.details.retryAfterMs ?? null,
           replayed: domain?.details.replayed ?? false,
           meta: domain?.details.meta ?? null,
-          fieldErrors: cause instanceof ZodError ? z.flattenError(cause).fieldErrors : null,
+          ...inputErrors(cause),
         },
       };
     },
   });
+
+/**
+ * What was wrong with an input, in the data: by field (`fieldErrors`), and what concerns the input as a whole
+ * (`formErrors`: not an object at all, say), so that no refusal says why in its message alone.
+ */
+function inputErrors(cause: unknown): {
+  fieldErrors: Record<string, string[]> | null;
+  formErrors: string[] | null;
+} {
+  if (!(cause instanceof ZodError)) return { fieldErrors: null, formErrors: null };
+  const { fieldErrors, formErrors } = z.flattenError(cause);
+  return {
+    fieldErrors: Object.keys(fieldErrors).length > 0 ? (fieldErrors as Record<string, string[]>) : null,
+    formErrors: formErrors.length > 0 ? formErrors : null,
+  };
+}
 
 /** Errors the procedure middleware already logged (the HTTP handler's onError skips them). */
 const logged = new WeakSet<object>();
