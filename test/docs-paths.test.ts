@@ -1,9 +1,11 @@
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
+import { findRouteFiles } from "~/host/route-table";
 
 /**
- * What the docs name must be there: every file or folder of the repository a doc names in backticks, and every
- * npm script it tells someone to run. A doc that outlives a rename fails here.
+ * What the docs name must be there: every file or folder of the repository a doc names in backticks, every
+ * npm script it tells someone to run, and every API route it names with its method. A doc that outlives a
+ * rename fails here.
  */
 const DOCS = ["README.md", ...readdirSync("docs").map((name) => `docs/${name}`)].filter((f) =>
   f.endsWith(".md"),
@@ -37,6 +39,33 @@ describe("what the docs name exists", () => {
         .map((m) => m[1] ?? "")
         .filter((name) => !scripts.includes(name))
         .map((name) => `${doc}: npm run ${name}`),
+    );
+    expect(missing).toEqual([]);
+  });
+
+  it("every API route a doc names, with its method", () => {
+    // What the route files serve: each route's pattern and the methods its file exports.
+    const served = findRouteFiles("src/app").map(({ route, file }) => {
+      const text = readFileSync(file, "utf8");
+      const methods = ["GET", "POST", "PUT", "PATCH", "DELETE"].filter((method) =>
+        new RegExp(`export (async )?(function|const) ${method}\\b|as ${method}\\b`).test(text),
+      );
+      const pattern = new RegExp(`^${route.replace(/\[[^\]]+\]/g, "[^/]+")}$`);
+      return { pattern, methods };
+    });
+    const missing = DOCS.flatMap((doc) =>
+      [
+        ...readFileSync(doc, "utf8").matchAll(
+          /`(GET|POST|PUT|PATCH|DELETE) (\/(?:api|provider\/api)\/[^`\s?]*)/g,
+        ),
+      ]
+        .filter(([, method, path]) => {
+          const concrete = (path ?? "").replace(/\{[^}]+\}|<[^>]+>/g, "x");
+          return !served.some(
+            (route) => route.pattern.test(concrete) && route.methods.includes(method ?? ""),
+          );
+        })
+        .map(([, method, path]) => `${doc}: ${method} ${path}`),
     );
     expect(missing).toEqual([]);
   });
