@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { type AdminActionInput, runAdminAction } from "~/mockpay/server/admin";
 import type { MockPayContext } from "~/mockpay/server/context";
 import { deliverDueNotifications } from "~/mockpay/server/delivery";
@@ -113,6 +113,37 @@ describe("payment notifications (merchant side)", () => {
       event_type: "OrderPaid",
       payload: { orderId: order.orderId, amountCents: 2500, transactionId: body.transaction_id },
     });
+  });
+
+  it("answers a copy of a success it already holds in one statement, as the transaction would", async () => {
+    const { order, payment } = await pendingPayment();
+    const body = successBody(payment.outTradeNo, payment.amountCents);
+    // Two copies at once: both may go through the transaction (one applies it, one is its duplicate).
+    await Promise.all([deliver(body), deliver(body)]);
+    const transaction = vi.spyOn(t.db, "transaction");
+    try {
+      const later = await deliver({ ...body, id: `evt_${randomUUID()}` });
+      expect(later).toMatchObject({ httpStatus: 200, body: { code: "SUCCESS" } });
+      expect(transaction).not.toHaveBeenCalled();
+      // Not the fact it holds (another transaction id, another amount): the transaction decides, as before.
+      const other = await deliver({ ...body, transaction_id: `T${randomUUID().slice(0, 8)}` });
+      const wrong = await deliver({ ...body, amount_cents: body.amount_cents + 1 });
+      expect(transaction).toHaveBeenCalledTimes(2);
+      expect([other.httpStatus, wrong.httpStatus]).toEqual([200, 400]);
+    } finally {
+      transaction.mockRestore();
+    }
+    const rows = await t.sql`
+      SELECT outcome, detail, alert, http_status FROM payment_notification
+       WHERE out_trade_no = ${payment.outTradeNo} ORDER BY id`;
+    const [, inTransaction, inOneStatement] = rows;
+    expect(inOneStatement).toEqual(inTransaction);
+    expect(inOneStatement).toMatchObject({ outcome: "DUPLICATE", alert: false, http_status: 200 });
+    expect(rows.slice(3).map((r) => [r.outcome, r.alert])).toEqual([
+      ["DUPLICATE", true],
+      ["AMOUNT_MISMATCH", true],
+    ]);
+    expect(await state(order.orderId)).toMatchObject({ successes: 1, events: 1, processed: 1 });
   });
 
   it.each([

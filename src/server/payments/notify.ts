@@ -1,5 +1,5 @@
 import { and, eq, inArray, sql } from "drizzle-orm";
-import type { Db, Tx } from "~/server/db/client";
+import { clientOf, type Db, type Tx } from "~/server/db/client";
 import { absorbedByUpdate, ORDER_MACHINE, onlyFrom, PAYMENT_MACHINE } from "~/server/db/machines";
 import { orders, outboxEvent, paymentNotification, paymentOrder } from "~/server/db/schema";
 import { postCapture } from "~/server/ledger/ledger";
@@ -91,6 +91,12 @@ export async function handlePaymentNotification(
   if (parsed.app_id !== deps.appId)
     return record(db, refuse("WRONG_APP", 400, `unknown app id ${parsed.app_id}`));
 
+  // Most copies of a success arrive after it was applied: answered by one statement, no transaction.
+  const known = await alreadyApplied(db, meta, parsed);
+  if (known) {
+    deps.observer?.notification({ ...meta, outcome: known.outcome, alert: false });
+    return answer(known);
+  }
   try {
     return await db.transaction(async (tx) => {
       const verdict = await applyProviderFact(tx, parsed, deps.refunds);
@@ -102,6 +108,29 @@ export async function handlePaymentNotification(
     const clash = `transaction ${parsed.transaction_id} was taken by another payment at the same moment`;
     return record(db, refuse("TRANSACTION_CLASH", 409, clash, true));
   }
+}
+
+/**
+ * A success the merchant already holds — its payment SUCCESS (or PAID_LATE) under this very transaction id,
+ * for this amount and currency — is a duplicate whatever else happens: the transaction below would find the
+ * same (no transition moves a payment out of those states, nor changes its transaction id) and answer the
+ * same DUPLICATE. Recorded and answered in one statement that reads the committed payment; anything else
+ * (undecided, another transaction id, a mismatch) is left to the transaction.
+ */
+async function alreadyApplied(db: Db, meta: ReceivedMeta, n: NotificationBody): Promise<Verdict | undefined> {
+  if (n.type !== "payment.succeeded" || !n.transaction_id) return undefined;
+  const detail = (status: "SUCCESS" | "PAID_LATE") =>
+    absorbedByUpdate(PAYMENT_MACHINE, PAYMENT.succeed, status);
+  const [recorded] = await clientOf(db)<{ detail: string }[]>`
+    INSERT INTO payment_notification (notification_id, delivery_id, out_trade_no, type, outcome, detail, alert, http_status)
+    SELECT ${meta.notificationId}, ${meta.deliveryId}, ${meta.outTradeNo}, ${meta.type}, 'DUPLICATE',
+           CASE p.status WHEN 'SUCCESS' THEN ${detail("SUCCESS")} ELSE ${detail("PAID_LATE")} END, false, 200
+      FROM payment_order p
+     WHERE p.out_trade_no = ${n.out_trade_no} AND p.status IN ('SUCCESS', 'PAID_LATE')
+       AND p.transaction_id = ${n.transaction_id} AND p.amount_cents = ${n.amount_cents}::int8
+       AND p.currency = ${n.currency}
+    RETURNING detail`;
+  return recorded ? ok("DUPLICATE", recorded.detail) : undefined;
 }
 
 export interface ReceivedMeta {
