@@ -80,49 +80,65 @@ function inputErrors(cause: unknown): {
 const logged = new WeakSet<object>();
 export const wasLogged = (error: object) => logged.has(error);
 
-/**
- * Maps DomainErrors to tRPC codes and logs unknown errors once. In tRPC v11
- * `next()` does not throw: it returns `{ ok: false, error }` with the original
- * error as `error.cause`.
- */
-const domainErrors = t.middleware(async ({ next, ctx, path, type }) => {
-  const result = await withRequestContext({ requestId: ctx.requestId }, () => next());
-  if (result.ok) return result;
+/** A domain refusal as tRPC answers it; an unknown error logged once (the HTTP handler's onError skips it). */
+function answered(error: unknown, where: { path: string; type: string; ctx: TrpcContext }): TRPCError {
   // A database that dropped the connection or timed out is a retryable 503, wherever it happened.
-  const cause = unavailableIfTransient(result.error.cause);
+  const cause = unavailableIfTransient(error instanceof TRPCError ? error.cause : error);
   if (cause instanceof DomainError) {
-    throw new TRPCError({ code: TRPC_CODE_BY_DOMAIN_CODE[cause.code], message: cause.message, cause });
+    return new TRPCError({ code: TRPC_CODE_BY_DOMAIN_CODE[cause.code], message: cause.message, cause });
   }
-  if (result.error.code === "INTERNAL_SERVER_ERROR") {
-    logged.add(result.error);
+  const internal =
+    error instanceof TRPCError ? error : new TRPCError({ code: "INTERNAL_SERVER_ERROR", cause: error });
+  if (internal.code === "INTERNAL_SERVER_ERROR") {
+    logged.add(internal);
     getLogger().error(
-      { err: cause ?? result.error, path, type, requestId: ctx.requestId, userId: ctx.userId },
+      {
+        err: cause ?? internal,
+        path: where.path,
+        type: where.type,
+        requestId: where.ctx.requestId,
+        userId: where.ctx.userId,
+      },
       "unhandled error in procedure",
     );
   }
-  return result;
-});
+  return internal;
+}
 
 /**
- * Every write goes through admission once (src/server/admission/admission.ts), before anything else runs:
- * per client address (limits per shopper alone are defeated by asking for a new identity), then per shopper
- * and key when the procedure's meta says so. Each call of a batch counts on its own.
+ * The one middleware of a shopper's procedure (one, not two: each `next()` of tRPC's chain copies the call's
+ * options, which profiling put at a tenth of a replay's CPU):
+ * - every write goes through admission once (src/server/admission/admission.ts), before anything else runs:
+ *   per client address (limits per shopper alone are defeated by asking for a new identity), then per shopper
+ *   and key when the procedure's meta says so; each call of a batch counts on its own;
+ * - DomainErrors become tRPC codes and unknown errors are logged once. In tRPC v11 `next()` does not throw: it
+ *   returns `{ ok: false, error }` with the original error as `error.cause`.
  */
-const admitted = t.middleware(async ({ ctx, type, path, meta, getRawInput, next }) => {
-  if (type === "mutation") {
-    const keyOf = meta?.gateway?.keyOf;
-    const key = keyOf ? keyOf(await getRawInput().catch(() => undefined)) : undefined;
-    await admit(ctx, {
-      action: "write",
-      route: meta?.operation ?? path,
-      userId: ctx.userId,
-      perShopper: meta?.gateway !== undefined,
-      ...(key !== undefined ? { key } : {}),
-    });
-  }
-  return next();
+const shopperCall = t.middleware(async ({ next, ctx, path, type, meta, getRawInput }) => {
+  const result = await withRequestContext({ requestId: ctx.requestId }, async () => {
+    if (type === "mutation") {
+      const keyOf = meta?.gateway?.keyOf;
+      const key = keyOf ? keyOf(await getRawInput().catch(() => undefined)) : undefined;
+      try {
+        await admit(ctx, {
+          action: "write",
+          route: meta?.operation ?? path,
+          userId: ctx.userId,
+          perShopper: meta?.gateway !== undefined,
+          ...(key !== undefined ? { key } : {}),
+        });
+      } catch (error) {
+        throw answered(error, { path, type, ctx });
+      }
+    }
+    return next();
+  });
+  if (result.ok) return result;
+  const error = answered(result.error, { path, type, ctx });
+  if (error === result.error) return result;
+  throw error;
 });
 
 export const router = t.router;
 export const createCallerFactory = t.createCallerFactory;
-export const shopperProcedure = t.procedure.use(domainErrors).use(admitted);
+export const shopperProcedure = t.procedure.use(shopperCall);
