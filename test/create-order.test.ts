@@ -125,6 +125,13 @@ describe("checkout.createOrder", () => {
     expect((await counts(userId))?.orders).toBe(0);
   });
 
+  it("places an order for any shopper id the record's text column holds, not only a UUID", async () => {
+    const userId = `shopper-${randomUUID().slice(0, 8)}`;
+    const placed = await caller(userId).checkout.createOrder({ requestId: randomUUID(), items: mug(1) });
+    expect(placed.status).toBe("PENDING_PAYMENT");
+    expect((await counts(userId))?.items).toBe(1);
+  });
+
   it("checks every line as it places the order: the first line's reason, in SKU order, and one currency", async () => {
     const userId = shopper();
     await t.sql`

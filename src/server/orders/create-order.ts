@@ -132,14 +132,14 @@ export async function insertOrder(
         FROM line
     ), placed AS (
       INSERT INTO orders (user_id, request_id, request_fingerprint, amount_cents, discount_cents, currency, status)
-      SELECT ${userId}::uuid, ${requestId}, ${requestFingerprint}, subtotal - ${discountCents}::int,
+      SELECT ${userId}::text, ${requestId}, ${requestFingerprint}, subtotal - ${discountCents}::int,
              ${discountCents}::int, currency, ${ORDER_MACHINE.transitions.place.to}
         FROM verdict WHERE ok
       ON CONFLICT (user_id, request_id) DO NOTHING
       RETURNING id, status, amount_cents, discount_cents, currency
     ), items AS (
       INSERT INTO order_item (user_id, order_id, sku_id, sku_name, quantity, unit_price_cents, line_total_cents)
-      SELECT ${userId}::uuid, placed.id, line."skuId", line.name, line.quantity, line."priceCents",
+      SELECT ${userId}::text, placed.id, line."skuId", line.name, line.quantity, line."priceCents",
              line."priceCents"::int8 * line.quantity
         FROM placed, line
     )
