@@ -29,6 +29,14 @@ export const TARGETS: readonly {
   },
   { name: "replay over REST / peer", over: "replay-rest", under: "peer-replay", atLeast: 1, stretch: 1.5 },
   { name: "replay over tRPC / peer", over: "replay-trpc", under: "peer-replay", atLeast: 0.8, stretch: 1.2 },
+  // Issue 27: cost as the tables grow (./scenarios/million-rows.ts).
+  {
+    name: "first execution over REST with 1M orders and records / before",
+    over: "scale-after",
+    under: "scale-before",
+    atLeast: 0.85,
+    stretch: 0.95,
+  },
   // Issue 14: beside a bare node:http server placing the same order with nothing else (./floor-server.ts).
   { name: "first execution over tRPC / floor", over: "first-trpc", under: "floor", atLeast: 0.9 },
   { name: "first execution over REST / floor", over: "first-rest", under: "floor", atLeast: 0.9 },
