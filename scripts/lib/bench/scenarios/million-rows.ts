@@ -64,7 +64,12 @@ export async function millionRows(bench: Bench) {
            now() - i * ${172_800 / MILLION} * interval '1 second', now() - i * ${172_800 / MILLION} * interval '1 second',
            now() + interval '24 hours' - i * ${172_800 / MILLION} * interval '1 second'
       FROM generate_series(1, ${MILLION}) AS i`);
-  await db.$client.unsafe("ANALYZE orders; ANALYZE idempotency_record");
+  // Tables as they stand in a shop that has run a while: vacuumed, analysed, checkpointed. Measured straight
+  // after the load, autovacuum and the checkpointer were working through it (database CPU per order 0.44 →
+  // 1.42 ms, all of it theirs).
+  await db.$client.unsafe("VACUUM (ANALYZE) orders");
+  await db.$client.unsafe("VACUUM (ANALYZE) idempotency_record");
+  await db.$client.unsafe("CHECKPOINT");
   const loadedS = (Date.now() - started) / 1000;
   const [expired] = await db.$client<{ n: number }[]>`
     SELECT count(*)::int AS n FROM idempotency_record WHERE expires_at <= now()`;
