@@ -59,6 +59,13 @@ export const SETTINGS = z.object({
   APP_BASE_URL: z.url().optional(),
   /** Shared between the merchant and the mock provider, as with a real provider's webhook secret. */
   PROVIDER_WEBHOOK_SECRET: z.string().min(16).optional(),
+  /**
+   * Standard Webhooks (src/server/payments/standard-webhooks.ts): the `whsec_` secrets a provider that signs
+   * deliveries that way may use (`v1`), and its `whpk_` ed25519 public keys (`v1a`), comma-separated; more than
+   * one during a rotation. Empty: such deliveries are refused as unsigned.
+   */
+  PROVIDER_STANDARD_WEBHOOK_SECRETS: z.string().default(""),
+  PROVIDER_STANDARD_WEBHOOK_PUBLIC_KEYS: z.string().default(""),
   PROVIDER_APP_ID: z.string().min(1).default("app_checkout_demo"),
   /** Notification timestamps older or newer than this are refused. */
   PAYMENT_TIMESTAMP_TOLERANCE_S: z.coerce.number().int().positive().default(300),

@@ -1,6 +1,7 @@
-import { randomUUID } from "node:crypto";
+import { sign as cryptoSign, generateKeyPairSync, randomUUID } from "node:crypto";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
+import { Webhook } from "standardwebhooks";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { type AdminActionInput, runAdminAction } from "~/mockpay/server/admin";
 import type { MockPayContext } from "~/mockpay/server/context";
@@ -12,6 +13,7 @@ import type { AppContext } from "~/server/app-context";
 import { createOrder } from "~/server/orders/create-order";
 import { createPayment } from "~/server/payments/create-payment";
 import { handlePaymentNotification } from "~/server/payments/notify";
+import { RefusalTally } from "~/server/payments/refused-notifications";
 import { syncPaymentStatus, syncStalePayments } from "~/server/payments/status-query";
 import { reconcile } from "~/server/reconciliation/reconcile";
 import { createCaller } from "~/server/trpc/root";
@@ -144,6 +146,73 @@ describe("payment notifications (merchant side)", () => {
       ["AMOUNT_MISMATCH", true],
     ]);
     expect(await state(order.orderId)).toMatchObject({ successes: 1, events: 1, processed: 1 });
+  });
+
+  it("applies a notification signed as Standard Webhooks (v1 or v1a), refuses one that is not, dedupes on webhook-id", async () => {
+    const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+    const { publicKey, privateKey } = generateKeyPairSync("ed25519");
+    const raw = Buffer.from(publicKey.export({ format: "jwk" }).x ?? "", "base64url").toString("base64");
+    const refusals = new RefusalTally();
+    const deps = {
+      ...app.payments,
+      refusals,
+      standardWebhooks: { secrets: [secret], publicKeys: [`whpk_${raw}`] },
+    };
+    const send = (body: unknown, scheme: "v1" | "v1a", tamper = false) => {
+      const text = JSON.stringify(body);
+      const id = `msg_${randomUUID()}`;
+      const timestamp = new Date();
+      const ts = String(Math.floor(timestamp.getTime() / 1000));
+      const signature =
+        scheme === "v1"
+          ? new Webhook(secret).sign(id, timestamp, text)
+          : `v1a,${cryptoSign(null, Buffer.from(`${id}.${ts}.${text}`), privateKey).toString("base64")}`;
+      const delivery = {
+        body: tamper ? text.replace("2500", "2501") : text,
+        signature: null,
+        deliveryId: id,
+        standard: { id, timestamp: ts, signature },
+      };
+      return handlePaymentNotification(t.db, delivery, deps).then((answer) => ({
+        ...answer,
+        // The same delivery again (the provider retries with the same webhook-id and signature).
+        again: () => handlePaymentNotification(t.db, delivery, deps),
+      }));
+    };
+    for (const scheme of ["v1", "v1a"] as const) {
+      const { order, payment } = await pendingPayment();
+      const body = successBody(payment.outTradeNo, payment.amountCents);
+      expect((await send(body, scheme, true)).httpStatus).toBe(401);
+      const applied = await send(body, scheme);
+      expect(applied).toMatchObject({ httpStatus: 200, body: { code: "SUCCESS" } });
+      expect(await applied.again()).toMatchObject({ httpStatus: 200, body: { code: "SUCCESS" } });
+      expect(await state(order.orderId)).toMatchObject({
+        order_status: "PAID",
+        successes: 1,
+        events: 1,
+        processed: 1,
+      });
+      const recorded = await t.sql`
+        SELECT outcome, delivery_id FROM payment_notification WHERE out_trade_no = ${payment.outTradeNo} ORDER BY id`;
+      expect(recorded.map((r) => r.outcome)).toEqual(["PROCESSED", "DUPLICATE"]);
+      expect(recorded[0]?.delivery_id).toMatch(/^msg_/);
+    }
+    // No Standard Webhooks key configured: refused as unsigned, whatever it carries.
+    const { payment } = await pendingPayment();
+    const body = JSON.stringify(successBody(payment.outTradeNo, payment.amountCents));
+    const now = String(Math.floor(Date.now() / 1000));
+    const unsigned = await handlePaymentNotification(
+      t.db,
+      {
+        body,
+        signature: null,
+        deliveryId: "msg_x",
+        standard: { id: "msg_x", timestamp: now, signature: "v1,AAAA" },
+      },
+      { ...deps, standardWebhooks: { secrets: [], publicKeys: [] } },
+    );
+    expect(unsigned.httpStatus).toBe(401);
+    expect(await refusals.flush(t.db)).toEqual({ BAD_SIGNATURE: 2, UNSIGNED: 1 });
   });
 
   it.each([

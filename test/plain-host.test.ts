@@ -245,6 +245,21 @@ describe("the production host (plain, on Node's objects) and the route files' We
       /^HTTP\/1\.1 4\d\d /,
     ],
     [
+      "a Standard Webhooks delivery, no key configured to check it (401)",
+      () => ({
+        method: "POST",
+        path: "/api/payments/notify",
+        headers: {
+          "content-type": "application/json",
+          "webhook-id": "msg_plain_host",
+          "webhook-timestamp": String(Math.floor(Date.now() / 1000)),
+          "webhook-signature": "v1,AAAA",
+        },
+        body: "{}",
+      }),
+      /^HTTP\/1\.1 401 [\s\S]*UNSIGNED/,
+    ],
+    [
       "a body over the limit (413)",
       () => ({
         method: "POST",

@@ -90,6 +90,10 @@ export function getAppContext(): AppContext {
     payments: {
       appId: env.PROVIDER_APP_ID,
       webhookSecret: env.PROVIDER_WEBHOOK_SECRET,
+      standardWebhooks: {
+        secrets: listOf(env.PROVIDER_STANDARD_WEBHOOK_SECRETS),
+        publicKeys: listOf(env.PROVIDER_STANDARD_WEBHOOK_PUBLIC_KEYS),
+      },
       baseUrl: env.appBaseUrl,
       toleranceS: env.PAYMENT_TIMESTAMP_TOLERANCE_S,
       providerBaseUrl: env.providerBaseUrl,
@@ -104,4 +108,12 @@ export function getAppContext(): AppContext {
   };
   globalForApp.checkoutApp = app;
   return app;
+}
+
+/** A comma-separated setting as its entries. */
+function listOf(setting: string): string[] {
+  return setting
+    .split(",")
+    .map((entry) => entry.trim())
+    .filter(Boolean);
 }

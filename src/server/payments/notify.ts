@@ -13,10 +13,17 @@ import {
 } from "~/shared/provider-contract";
 import type { RefundsPort } from "./refunds-port";
 import type { RefusalTally } from "./refused-notifications";
+import {
+  type StandardWebhookHeaders,
+  type StandardWebhookKeys,
+  verifyStandardWebhook,
+} from "./standard-webhooks";
 import { ok, refuse, type Verdict } from "./verdict";
 
 export interface NotifyDeps {
   webhookSecret: string;
+  /** What deliveries signed as Standard Webhooks are checked with (none: they are refused as unsigned). */
+  standardWebhooks?: StandardWebhookKeys;
   appId: string;
   toleranceS: number;
   now?: () => Date;
@@ -31,6 +38,8 @@ export interface RawNotification {
   body: string;
   signature: string | null;
   deliveryId: string | null;
+  /** The delivery's Standard Webhooks headers, when it carries `webhook-id`: checked instead of `signature`. */
+  standard?: StandardWebhookHeaders;
 }
 
 export interface NotifyAnswer {
@@ -52,14 +61,9 @@ export async function handlePaymentNotification(
   deps: NotifyDeps,
 ): Promise<NotifyAnswer> {
   const nowS = Math.floor((deps.now?.() ?? new Date()).getTime() / 1000);
-  const signature = verifyBodySignature(
-    "notification",
-    deps.webhookSecret,
-    raw.body,
-    raw.signature,
-    nowS,
-    deps.toleranceS,
-  );
+  const signature = raw.standard
+    ? verifyStandardWebhook(raw.standard, raw.body, deps.standardWebhooks ?? { secrets: [], publicKeys: [] })
+    : verifyBodySignature("notification", deps.webhookSecret, raw.body, raw.signature, nowS, deps.toleranceS);
   const parsed = parseBody(raw.body);
   const meta: ReceivedMeta = {
     deliveryId: raw.deliveryId?.slice(0, 100) ?? null,

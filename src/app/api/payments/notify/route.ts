@@ -19,12 +19,21 @@ export const POST = plainRoute(async (req) => {
   if (Buffer.byteLength(body) > MAX_BODY_BYTES)
     return answer(413, { code: "FAIL", message: "body too large" });
   const app = getAppContext();
-  const deliveryId = req.headers.get(DELIVERY_ID_HEADER);
+  // A delivery signed as Standard Webhooks names itself by webhook-id (and dedupes by it): checked that way.
+  const webhookId = req.headers.get("webhook-id");
+  const standard = webhookId
+    ? {
+        id: webhookId,
+        timestamp: req.headers.get("webhook-timestamp"),
+        signature: req.headers.get("webhook-signature"),
+      }
+    : undefined;
+  const deliveryId = webhookId ?? req.headers.get(DELIVERY_ID_HEADER);
   try {
     const verdict = await withRequestContext({ requestId: deliveryId ?? "notification" }, () =>
       handlePaymentNotification(
         app.db,
-        { body, signature: req.headers.get(SIGNATURE_HEADER), deliveryId },
+        { body, signature: req.headers.get(SIGNATURE_HEADER), deliveryId, ...(standard ? { standard } : {}) },
         app.payments,
       ),
     );
