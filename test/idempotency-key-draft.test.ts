@@ -3,6 +3,7 @@ import { request as httpRequest } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createDb, type Db } from "~/server/db/client";
 import { acquire, fingerprint } from "~/server/idempotency";
+import { preferredWaitS } from "~/server/rest/operation";
 import { type AppServer, startAppServer } from "./support/app-server";
 import { createTestDatabase, type TestDatabase } from "./support/database";
 
@@ -14,7 +15,7 @@ import { createTestDatabase, type TestDatabase } from "./support/database";
 let t: TestDatabase;
 let db: Db;
 let server: AppServer;
-const WAIT_MS = 300;
+const WAIT_MS = 1_500;
 
 beforeAll(async () => {
   t = await createTestDatabase({ poolSize: 1 });
@@ -35,7 +36,7 @@ async function newToken(): Promise<string> {
 const mugs = (quantity = 1) => ({ items: [{ skuId: "SKU-MUG", quantity }] });
 
 /** A POST with raw header lines (several fields of one name included), as a client would send it. */
-function post(path: string, token: string, keys: string[], body: unknown) {
+function post(path: string, token: string, keys: string[], body: unknown, extra: [string, string][] = []) {
   return new Promise<{ status: number; headers: Record<string, string>; body: Record<string, unknown> }>(
     (resolve, reject) => {
       const payload = JSON.stringify(body);
@@ -46,6 +47,7 @@ function post(path: string, token: string, keys: string[], body: unknown) {
         ["content-type", "application/json"],
         ["content-length", String(Buffer.byteLength(payload))],
         ...keys.map((key) => ["idempotency-key", key] as [string, string]),
+        ...extra,
       ];
       const req = httpRequest(
         { host: url.hostname, port: url.port, path: url.pathname, method: "POST", headers: headers.flat() },
@@ -216,6 +218,53 @@ describe("§2.6 Idempotency Enforcement Scenarios", () => {
     expect(retried.headers["content-type"]).toBe("application/problem+json");
     expect(retried.headers["retry-after"]).toBeTruthy();
     expect(retried.body).toMatchObject({ code: "REQUEST_IN_PROGRESS", status: 409 });
+  });
+});
+
+describe("§2.6 with RFC 7240's Prefer: wait", () => {
+  /** A key held by an original that has not finished (another instance working on it). */
+  async function held(token: string) {
+    const userId = token.slice(3).split(".")[0] ?? "";
+    const key = randomUUID();
+    await acquire(
+      db,
+      { scope: userId, bizType: "order.create", key },
+      fingerprint("order.create", { items: [{ skuId: "SKU-MUG", quantity: 1 }] }),
+      { ttlMs: 60_000, leaseMs: 60_000, waitMs: WAIT_MS },
+    );
+    return key;
+  }
+
+  it("§2.6 a client that prefers not to wait gets the draft's conflict at once, the preference applied", async () => {
+    const token = await newToken();
+    const key = await held(token);
+    const started = performance.now();
+    const answer = await post("/api/v1/orders", token, [key], mugs(), [["prefer", "wait=0"]]);
+    const tookMs = performance.now() - started;
+    expect(answer.status).toBe(409);
+    expect(answer.body).toMatchObject({ code: "REQUEST_IN_PROGRESS" });
+    // Not the server's own wait for the original (IDEMPOTENCY_WAIT_MS): told at once.
+    expect(tookMs).toBeLessThan(WAIT_MS);
+  });
+
+  it("§2.6 a first request under a stated wait says the preference was applied", async () => {
+    const answer = await post("/api/v1/orders", await newToken(), [randomUUID()], mugs(), [
+      ["prefer", "wait=3"],
+    ]);
+    expect(answer.status).toBe(201);
+    expect(answer.headers["preference-applied"]).toBe("wait=3");
+  });
+
+  it.each([
+    ["wait=0", 0],
+    ["respond-async, wait=10", 10],
+    ['wait="5"', 5],
+    ["WAIT = 7; foo", 7],
+    ["handling=lenient", undefined],
+    ["wait=-1", undefined],
+    ["", undefined],
+  ])("reads Prefer: %s as a wait of %s s", (header, seconds) => {
+    expect(preferredWaitS(header)).toBe(seconds);
   });
 });
 

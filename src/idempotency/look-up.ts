@@ -1,12 +1,13 @@
-import { keyReused } from "./errors";
+import { inProgress, keyReused } from "./errors";
 import { replay } from "./record";
 import { cacheKeyOf, type ReplayCache } from "./replay-cache";
 import type { Call, IdempotentResult, Remember } from "./types";
 
 /**
  * The look-up phase with a replay cache: an outcome this instance knows is answered from memory; a key
- * already running here is waited for (no connection taken) and then looked up again; otherwise the call
- * runs (`claimed`) and what it learns (its own outcome, or the one it replayed) is kept.
+ * already running here is waited for (no connection taken; for at most the call's `waitMs`, then it is
+ * REQUEST_IN_PROGRESS) and then looked up again; otherwise the call runs (`claimed`) and what it learns (its
+ * own outcome, or the one it replayed) is kept.
  */
 export async function throughCache<T, Tx>(
   cache: ReplayCache,
@@ -40,8 +41,9 @@ export async function throughCache<T, Tx>(
       trace.by ??= "cache";
       return replay<T>(hit, op);
     }
-    const flight = await cache.once(key, () => claimed({ ...call, remember }));
+    const flight = await cache.once(key, () => claimed({ ...call, remember }), call.config.waitMs);
     if (flight.ran) return flight.value;
+    if ("waitedOut" in flight) throw inProgress(undefined);
     // Another copy of this request was running in this instance: this one waited for it.
     trace.waited = true;
     trace.by = "flight";

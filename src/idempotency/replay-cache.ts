@@ -92,13 +92,29 @@ export class ReplayCache {
 
   /**
    * Runs `work` for this key unless it is already running on this instance; then waits for that run
-   * (whatever its outcome) and returns undefined, so the caller looks at the cache again.
+   * (whatever its outcome, for at most `waitMs`) and says so, so the caller looks at the cache again (or,
+   * `waitedOut`, answers that the key is still in progress).
    */
-  async once<R>(key: string, work: () => Promise<R>): Promise<{ ran: true; value: R } | { ran: false }> {
+  async once<R>(
+    key: string,
+    work: () => Promise<R>,
+    waitMs = Number.POSITIVE_INFINITY,
+  ): Promise<{ ran: true; value: R } | { ran: false } | { ran: false; waitedOut: true }> {
     const running = this.flights.get(key);
     if (running) {
-      await running.catch(() => undefined);
-      return { ran: false };
+      // Waited for as long as the caller may wait (its wait for a holder elsewhere is bounded the same way).
+      let timer: NodeJS.Timeout | undefined;
+      const outlasted = await Promise.race([
+        running.then(
+          () => false,
+          () => false,
+        ),
+        new Promise<boolean>((resolve) => {
+          if (Number.isFinite(waitMs)) timer = setTimeout(() => resolve(true), waitMs);
+        }),
+      ]);
+      clearTimeout(timer);
+      return outlasted ? { ran: false, waitedOut: true } : { ran: false };
     }
     const run = work();
     this.flights.set(key, run);

@@ -88,14 +88,33 @@ export function plainOperation<S extends z.ZodType, R>(
       perShopper: op.gateway !== "off",
       ...(gatewayKey !== undefined ? { key: gatewayKey } : {}),
     });
+    // `Prefer: wait=N` (RFC 7240): a client that would rather be told at once (or sooner) that the first
+    // request with its key is still running than wait for its answer, as the Idempotency-Key draft's §2.6 has it.
+    const wait = preferredWaitS(req.headers.get("prefer"));
+    const config =
+      wait === undefined
+        ? deps.app.idempotency
+        : { ...deps.app.idempotency, waitMs: Math.min(deps.app.idempotency.waitMs, wait * 1000) };
     const { replayed, keyExpiresAt, ...result } = await runOperation(
       deps.app.db,
       op,
       { userId, input, deps: deps.app, key },
-      deps.app.idempotency,
+      config,
     );
     const headers = keyHeaders({ replayed, keyExpiresAt });
+    // RFC 7240 §3: the answer says the preference was honoured (a refusal need not; the 409 says it anyway).
+    if (wait !== undefined) headers["preference-applied"] = `wait=${wait}`;
     if (binding.location) headers.location = binding.location(result as R, input);
     return json(binding.status, binding.resource.parse(result), headers);
   });
+}
+
+/** The `wait` preference of a `Prefer` header (RFC 7240 §4.3), in whole seconds, if the client stated one. */
+export function preferredWaitS(prefer: string | null): number | undefined {
+  if (!prefer) return undefined;
+  for (const preference of prefer.split(",")) {
+    const match = /^\s*wait\s*=\s*"?(\d{1,6})"?\s*(;.*)?$/i.exec(preference);
+    if (match) return Number(match[1]);
+  }
+  return undefined;
 }

@@ -28,7 +28,13 @@ export function idempotencyPolicy(keyTtlMs: number) {
       missingKey: { status: 400, code: "IDEMPOTENCY_KEY_MISSING" },
       malformedKey: { status: 400, code: "IDEMPOTENCY_KEY_INVALID" },
       keyReusedWithAnotherRequest: { status: 422, code: "IDEMPOTENCY_KEY_REUSED" },
-      firstRequestStillRunning: { status: 409, code: "REQUEST_IN_PROGRESS", headers: ["Retry-After"] },
+      firstRequestStillRunning: {
+        status: 409,
+        code: "REQUEST_IN_PROGRESS",
+        headers: ["Retry-After"],
+        waits:
+          "a copy waits for the first request's answer for up to the server's wait; Prefer: wait=N (RFC 7240) shortens it, wait=0 answers 409 at once",
+      },
       retryAfterCompletion: `the stored answer: its status, body and Location, with ${REPLAYED_HEADER}: true; a stored refusal (below) is answered again the same way`,
       everyKeyedAnswer: [KEY_EXPIRES_HEADER],
     },
