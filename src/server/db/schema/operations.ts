@@ -1,3 +1,4 @@
+import { sql } from "drizzle-orm";
 import { index, integer, json, pgTable, primaryKey, text, timestamp, uniqueIndex } from "drizzle-orm/pg-core";
 import { createdAt, identity, identityPart, inList } from "./columns";
 
@@ -41,6 +42,9 @@ export const idempotencyRecord = pgTable(
     primaryKey({ name: "idempotency_record_pkey", columns: [t.userId, t.id] }),
     uniqueIndex("idempotency_record_user_biz_key_uq").on(t.userId, t.bizType, t.idempotencyKey),
     index("idempotency_record_expires_at_idx").on(t.expiresAt),
+    // Records still being worked on (few at any moment): the alert and reconciliation ask for the stuck ones
+    // every 30 s, which without this read the whole table (a million rows in bench scenario 13).
+    index("idempotency_record_processing_idx").on(t.lockedUntil).where(sql`status = 'PROCESSING'`),
     inList("idempotency_record_status_valid", "status", IDEMPOTENCY_STATUSES),
   ],
 );

@@ -1,0 +1,1 @@
+CREATE INDEX "idempotency_record_processing_idx" ON "idempotency_record" USING btree ("locked_until") WHERE status = 'PROCESSING';
