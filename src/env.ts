@@ -22,6 +22,19 @@ const flag = (fallback: boolean) =>
     .transform((v) => v === "true");
 
 /** Every setting the app reads, with its default (docs/configuration.md documents each; a test holds the two together). */
+/** A comma-separated setting's entries. */
+export function entriesOf(value: string): string[] {
+  return value
+    .split(",")
+    .map((entry) => entry.trim())
+    .filter(Boolean);
+}
+
+/** How many bytes a base64 text holds; 0 when it is not base64. */
+function base64Bytes(text: string): number {
+  return /^[A-Za-z0-9+/]+={0,2}$/.test(text) ? Buffer.from(text, "base64").length : 0;
+}
+
 export const SETTINGS = z.object({
   NODE_ENV: z.enum(["development", "test", "production"]).default("development"),
   /** External PostgreSQL. When unset, the launcher starts an embedded server. */
@@ -64,8 +77,22 @@ export const SETTINGS = z.object({
    * deliveries that way may use (`v1`), and its `whpk_` ed25519 public keys (`v1a`), comma-separated; more than
    * one during a rotation. Empty: such deliveries are refused as unsigned.
    */
-  PROVIDER_STANDARD_WEBHOOK_SECRETS: z.string().default(""),
-  PROVIDER_STANDARD_WEBHOOK_PUBLIC_KEYS: z.string().default(""),
+  PROVIDER_STANDARD_WEBHOOK_SECRETS: z
+    .string()
+    .default("")
+    .refine((value) => entriesOf(value).every((entry) => base64Bytes(entry.replace(/^whsec_/, "")) > 0), {
+      message: "each entry is a whsec_ secret: base64 after the prefix",
+    }),
+  PROVIDER_STANDARD_WEBHOOK_PUBLIC_KEYS: z
+    .string()
+    .default("")
+    .refine(
+      (value) =>
+        entriesOf(value).every((entry) => /^whpk_/.test(entry) && base64Bytes(entry.slice(5)) === 32),
+      {
+        message: "each entry is a whpk_ ed25519 public key: 32 bytes, base64",
+      },
+    ),
   PROVIDER_APP_ID: z.string().min(1).default("app_checkout_demo"),
   /** Notification timestamps older or newer than this are refused. */
   PAYMENT_TIMESTAMP_TOLERANCE_S: z.coerce.number().int().positive().default(300),

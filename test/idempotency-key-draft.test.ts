@@ -33,6 +33,19 @@ async function newToken(): Promise<string> {
   return ((await response.json()) as { token: string }).token;
 }
 
+/** A key held by an original that has not finished (another instance working on it); a token is `ck_<shopper>.…`. */
+async function held(token: string) {
+  const userId = token.slice(3).split(".")[0] ?? "";
+  const key = randomUUID();
+  await acquire(
+    db,
+    { scope: userId, bizType: "order.create", key },
+    fingerprint("order.create", { items: [{ skuId: "SKU-MUG", quantity: 1 }] }),
+    { ttlMs: 60_000, leaseMs: 60_000, waitMs: WAIT_MS },
+  );
+  return key;
+}
+
 const mugs = (quantity = 1) => ({ items: [{ skuId: "SKU-MUG", quantity }] });
 
 /** A POST with raw header lines (several fields of one name included), as a client would send it. */
@@ -201,16 +214,8 @@ describe("§2.6 Idempotency Enforcement Scenarios", () => {
 
   it("§2.6 a request retried while the original is still processed gets a conflict (see §2.7: 409)", async () => {
     const token = await newToken();
-    // A token is `ck_<shopper>.<expiry>.<signature>`: the key's scope is its shopper.
-    const userId = token.slice(3).split(".")[0] ?? "";
-    const key = randomUUID();
     // The original: holding the key, not finished (another instance working on it).
-    await acquire(
-      db,
-      { scope: userId, bizType: "order.create", key },
-      fingerprint("order.create", { items: [{ skuId: "SKU-MUG", quantity: 1 }] }),
-      { ttlMs: 60_000, leaseMs: 60_000, waitMs: WAIT_MS },
-    );
+    const key = await held(token);
     const retried = await post("/api/v1/orders", token, [key], mugs());
     // This server first waits up to IDEMPOTENCY_WAIT_MS for the original to finish (and then answers its
     // result, a §2.6 retry); an original that outlasts the wait is the draft's conflict.
@@ -222,19 +227,6 @@ describe("§2.6 Idempotency Enforcement Scenarios", () => {
 });
 
 describe("§2.6 with RFC 7240's Prefer: wait", () => {
-  /** A key held by an original that has not finished (another instance working on it). */
-  async function held(token: string) {
-    const userId = token.slice(3).split(".")[0] ?? "";
-    const key = randomUUID();
-    await acquire(
-      db,
-      { scope: userId, bizType: "order.create", key },
-      fingerprint("order.create", { items: [{ skuId: "SKU-MUG", quantity: 1 }] }),
-      { ttlMs: 60_000, leaseMs: 60_000, waitMs: WAIT_MS },
-    );
-    return key;
-  }
-
   it("§2.6 a client that prefers not to wait gets the draft's conflict at once, the preference applied", async () => {
     const token = await newToken();
     const key = await held(token);

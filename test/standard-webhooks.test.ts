@@ -2,6 +2,7 @@ import { createPrivateKey, sign } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { Webhook } from "standardwebhooks";
 import { afterEach, describe, expect, it, vi } from "vitest";
+import { SETTINGS } from "~/env";
 import {
   type StandardWebhookCheck,
   type StandardWebhookKeys,
@@ -79,5 +80,18 @@ describe("Standard Webhooks test vectors (test/vectors/standard-webhooks.json)",
     }
     // Every valid case carries at least one signature made again here.
     expect(checked).toBeGreaterThanOrEqual(vectors.cases.filter((c) => c.expected === "valid").length);
+  });
+});
+
+describe("the merchant's Standard Webhooks keys (settings)", () => {
+  it("are refused at start-up when malformed, not at the first delivery", () => {
+    const { PROVIDER_STANDARD_WEBHOOK_SECRETS: secrets, PROVIDER_STANDARD_WEBHOOK_PUBLIC_KEYS: keys } =
+      SETTINGS.shape;
+    expect(secrets.safeParse(`${vectors.keys.secret}, ${vectors.keys.oldSecret}`).success).toBe(true);
+    expect(secrets.safeParse("").success).toBe(true);
+    expect(secrets.safeParse("whsec_not base64!").success).toBe(false);
+    expect(keys.safeParse("whpk_11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo=").success).toBe(true);
+    expect(keys.safeParse("11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo=").success).toBe(false);
+    expect(keys.safeParse("whpk_AAAA").success).toBe(false);
   });
 });

@@ -1,4 +1,4 @@
-import { getEnv } from "~/env";
+import { entriesOf, getEnv } from "~/env";
 import { REFUNDS_PORT } from "~/server/refunds/facts";
 import { getLogger } from "~/shared/logger";
 import { createDb, type Db } from "./db/client";
@@ -91,8 +91,8 @@ export function getAppContext(): AppContext {
       appId: env.PROVIDER_APP_ID,
       webhookSecret: env.PROVIDER_WEBHOOK_SECRET,
       standardWebhooks: {
-        secrets: listOf(env.PROVIDER_STANDARD_WEBHOOK_SECRETS),
-        publicKeys: listOf(env.PROVIDER_STANDARD_WEBHOOK_PUBLIC_KEYS),
+        secrets: entriesOf(env.PROVIDER_STANDARD_WEBHOOK_SECRETS),
+        publicKeys: entriesOf(env.PROVIDER_STANDARD_WEBHOOK_PUBLIC_KEYS),
       },
       baseUrl: env.appBaseUrl,
       toleranceS: env.PAYMENT_TIMESTAMP_TOLERANCE_S,
@@ -108,12 +108,4 @@ export function getAppContext(): AppContext {
   };
   globalForApp.checkoutApp = app;
   return app;
-}
-
-/** A comma-separated setting as its entries. */
-function listOf(setting: string): string[] {
-  return setting
-    .split(",")
-    .map((entry) => entry.trim())
-    .filter(Boolean);
 }
