@@ -12,7 +12,7 @@ import { createCaller } from "~/server/trpc/root";
 import { REFUND_API, refundAnswerSchema, SIGNATURE_HEADER, signBody } from "~/shared/provider-contract";
 import type { TestDatabase } from "./support/database";
 import { describe, expect, test } from "./support/fixtures";
-import { deliverAll, payThroughProvider } from "./support/scenarios";
+import { deliverAll, mockPayFault, payThroughProvider } from "./support/scenarios";
 
 /** A provider that rejects every refund (signed, so the merchant believes it). */
 function rejectingProvider(app: AppContext): AppContext {
@@ -149,6 +149,41 @@ describe("a refund the provider rejected", () => {
     expect(await retryFailedRefund(app.db, await providerNoOf(database, failed), app.payments)).toBe(
       "REFUND_PROCESSING",
     );
+  });
+
+  test("accepted by MockPay and failed there, then superseded by a full refund that succeeded: MockPay and the merchant agree (the chaos run's seed 1 × 200)", async ({
+    app,
+    mockPay,
+    database,
+  }) => {
+    const paid = await payThroughProvider(app, mockPay, [{ skuId: "SKU-MUG", quantity: 2 }]);
+    const caller = createCaller({ app, userId: paid.userId, requestId: randomUUID() });
+    await mockPayFault(mockPay, paid.outTradeNo, "FAIL_REFUNDS");
+    const part = `R-${randomUUID()}`;
+    await caller.refunds.create({ orderId: paid.orderId, refundNo: part, amountCents: 500 });
+    await deliverAll(mockPay);
+    expect((await refundRow(database, part))?.status).toBe("REFUND_FAILED");
+    // The shopper asks for the whole amount instead; it goes through and leaves the partial one no room.
+    const whole = `R-${randomUUID()}`;
+    await caller.refunds.create({ orderId: paid.orderId, refundNo: whole, amountCents: paid.amountCents });
+    await deliverAll(mockPay);
+    expect((await refundRow(database, whole))?.status).toBe("REFUND_SUCCESS");
+    expect((await refundRow(database, part))?.status).toBe("REFUND_SUPERSEDED");
+    // MockPay holds the partial refund as FAILED: it refunded nothing for it, so nothing disagrees.
+    const [atProvider] = await database.sql`SELECT status FROM provider_refund
+                                             WHERE refund_no = ${await providerNoOf(database, part)}`;
+    expect(atProvider?.status).toBe("FAILED");
+    const report = await reconcile(app.db, { lagSeconds: 0 });
+    expect(violationsOf(report, paid.orderId)).toEqual([]);
+    // The other way round holds too: a refund the merchant holds as succeeded that MockPay failed is reported
+    // (planted, then put back: the file's other tests read the same database's alerts).
+    await database.sql`UPDATE refund_order SET status = 'REFUND_SUCCESS' WHERE refund_no = ${part}`;
+    expect(
+      (await reconcile(app.db, { lagSeconds: 0 })).invariants
+        .find((i) => i.name === "agrees-with-provider")
+        ?.violations.map((v) => v.message),
+    ).toEqual(["the merchant's refund succeeded, the provider's did not"]);
+    await database.sql`UPDATE refund_order SET status = 'REFUND_SUPERSEDED' WHERE refund_no = ${part}`;
   });
 
   test("MockPay's reject-refunds fault: the next refund is rejected at MockPay itself, and the Retry gets it through", async ({

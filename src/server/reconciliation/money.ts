@@ -193,7 +193,7 @@ export const MONEY_INVARIANTS: Invariant[] = [
   {
     name: "agrees-with-provider",
     description:
-      "What MockPay took, the merchant knows: a trade paid there is a successful payment here, a refund made there is a successful refund here (after the threshold).",
+      "What MockPay took, the merchant knows: a trade paid there is a successful payment here, a refund made there is a successful refund here, and a refund succeeded here was made there (after the threshold).",
     checks: [
       {
         message: "the provider was paid, the merchant's payment is not a success",
@@ -203,11 +203,20 @@ export const MONEY_INVARIANTS: Invariant[] = [
                              AND t.updated_at < now() - ${o.lagSeconds} * interval '1 second'`,
       },
       {
+        // Only what MockPay made: a refund it accepted and then failed (FAILED there) returned nothing, and
+        // the merchant may rightly hold it as failed or superseded.
         message: "the provider refunded, the merchant's refund has not succeeded",
         query: (o) => sql`SELECT pr.refund_no, r.status AS merchant, r.order_id
                             FROM provider_refund pr LEFT JOIN refund_order r ON r.provider_refund_no = pr.refund_no
-                           WHERE (r.status IS DISTINCT FROM 'REFUND_SUCCESS')
-                             AND pr.created_at < now() - ${o.lagSeconds} * interval '1 second'`,
+                           WHERE pr.status = 'SUCCEEDED' AND (r.status IS DISTINCT FROM 'REFUND_SUCCESS')
+                             AND pr.updated_at < now() - ${o.lagSeconds} * interval '1 second'`,
+      },
+      {
+        message: "the merchant's refund succeeded, the provider's did not",
+        query: (o) => sql`SELECT r.provider_refund_no AS refund_no, pr.status AS provider, r.order_id
+                            FROM refund_order r LEFT JOIN provider_refund pr ON pr.refund_no = r.provider_refund_no
+                           WHERE r.status = 'REFUND_SUCCESS' AND (pr.status IS DISTINCT FROM 'SUCCEEDED')
+                             AND r.updated_at < now() - ${o.lagSeconds} * interval '1 second'`,
       },
     ],
   },
