@@ -13,6 +13,9 @@
  *   --ha              run on a Patroni cluster (primary + synchronous standby, etcd) behind HAProxy, with
  *                     the app instances behind HAProxy too, adding failovers: SIGKILL of the primary, a
  *                     switchover, an etcd restart (docs/scale-out.md)
+ *   --webhooks=standard  MockPay signs every delivery as Standard Webhooks (v1), the merchant verifying with
+ *                     the standardwebhooks package, on the spec's retry schedule (time-scaled)
+ *   --with-standard-webhooks  after the runs above, the first plan again with --webhooks=standard (what CI does)
  *   --async-replication  with --ha: Patroni's synchronous_mode off, to see what a failover can lose
  * Process logs go to chaos-results/seed-N/.
  */
@@ -28,6 +31,7 @@ import {
   acknowledgedOrders,
   checkAnswersHold,
   checkInvariants,
+  checkStandardWebhooks,
   settle,
   stallReport,
 } from "./lib/chaos/checks";
@@ -53,6 +57,8 @@ interface RunPlan {
   shoppers: number;
   concurrency: number;
   crashRate: number;
+  /** How MockPay signs its deliveries: its own format (the default), or Standard Webhooks. */
+  webhooks?: "legacy" | "standard";
 }
 
 interface Regression extends RunPlan {
@@ -134,7 +140,7 @@ interface HaRun {
 
 async function runOnce(plan: RunPlan, adminUrl: string, ha?: HaRun): Promise<RunSummary> {
   log(
-    `seed ${plan.seed}: ${plan.shoppers} shoppers, ${plan.concurrency} at a time, worker crash rate ${plan.crashRate}`,
+    `seed ${plan.seed}: ${plan.shoppers} shoppers, ${plan.concurrency} at a time, worker crash rate ${plan.crashRate}${plan.webhooks === "standard" ? ", MockPay sending Standard Webhooks" : ""}`,
   );
   const dbName = `checkout_chaos_${plan.seed}_${Date.now()}`;
   const admin = pgClient(adminUrl, { max: 1, onnotice: () => {} });
@@ -150,12 +156,13 @@ async function runOnce(plan: RunPlan, adminUrl: string, ha?: HaRun): Promise<Run
   await db.$client`UPDATE sku SET stock = ${scarce}, initial_stock = ${scarce} WHERE id = 'SKU-GRINDER'`;
 
   const faults = new Faults();
-  const logDir = path.join(RESULTS, `seed-${plan.seed}`);
+  const logDir = path.join(RESULTS, `seed-${plan.seed}${plan.webhooks === "standard" ? "-standard" : ""}`);
   rmSync(logDir, { recursive: true, force: true });
   mkdirSync(logDir, { recursive: true });
   const cluster = new Cluster({
     databaseUrl,
     consumerCrashRate: plan.crashRate,
+    webhooks: plan.webhooks ?? "legacy",
     log,
     logDir,
     ...(ha ? { loadBalancer: { url: ha.stack.appUrl, appPorts: ha.appPorts } } : {}),
@@ -236,6 +243,7 @@ async function runOnce(plan: RunPlan, adminUrl: string, ha?: HaRun): Promise<Run
     const invariants = new Invariants();
     if (!settled.ok) invariants.check("the system settles within 120 s", 1, [settled.detail]);
     await checkInvariants(db, records, invariants);
+    if (plan.webhooks === "standard") await checkStandardWebhooks(db, invariants);
     if (ha)
       invariants.check(
         "every prober order and cancel got its answer (none gave up)",
@@ -312,7 +320,11 @@ function readRegressions(): Regression[] {
 
 function keepRegression(plan: RunPlan, invariants: Invariants): void {
   const seeds = readRegressions();
-  if (seeds.some((s) => s.seed === plan.seed && s.shoppers === plan.shoppers)) return;
+  const same = (s: RunPlan) =>
+    s.seed === plan.seed &&
+    s.shoppers === plan.shoppers &&
+    (s.webhooks ?? "legacy") === (plan.webhooks ?? "legacy");
+  if (seeds.some(same)) return;
   const failed = invariants.checks.filter((c) => c.violations.length > 0).map((c) => c.name);
   seeds.push({ ...plan, note: `failed ${new Date().toISOString().slice(0, 10)}: ${failed.join("; ")}` });
   writeFileSync(REGRESSIONS, `${JSON.stringify({ seeds }, null, 2)}\n`);
@@ -326,12 +338,17 @@ async function main() {
     shoppers: Number(args.get("shoppers") ?? 200),
     concurrency: Number(args.get("concurrency") ?? 20),
     crashRate: Number(args.get("crash-rate") ?? 0.03),
+    ...(args.get("webhooks") === "standard" ? { webhooks: "standard" as const } : {}),
   };
+  if (args.has("webhooks") && !["standard", "legacy"].includes(args.get("webhooks") ?? "")) {
+    throw new Error("--webhooks is standard or legacy");
+  }
   const plans = args.has("regressions")
     ? readRegressions()
     : args.has("with-regressions")
       ? [base, ...readRegressions().filter((r) => r.seed !== base.seed || r.shoppers !== base.shoppers)]
       : [base];
+  if (args.has("with-standard-webhooks")) plans.push({ ...base, webhooks: "standard" });
   if (plans.length === 0) log(`no seeds in ${REGRESSIONS} yet`);
   let adminUrl = env.DATABASE_URL;
   let stopServer = async () => {};
@@ -372,7 +389,7 @@ async function main() {
         runs,
         rows: runs.flatMap((run) =>
           run.checks.map((c) => ({
-            scenario: `seed ${run.plan.seed} × ${run.plan.shoppers}: ${c.name}`,
+            scenario: `seed ${run.plan.seed} × ${run.plan.shoppers}${run.plan.webhooks === "standard" ? " (Standard Webhooks)" : ""}: ${c.name}`,
             ok: c.violations.length === 0,
             // The first few violations, so CI's closing lines say what failed (.ci/totals.mjs).
             detail: c.violations.slice(0, 3),

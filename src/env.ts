@@ -93,6 +93,12 @@ export const SETTINGS = z.object({
         message: "each entry is a whpk_ ed25519 public key: 32 bytes, base64",
       },
     ),
+  /**
+   * How MockPay signs deliveries to a merchant endpoint it has not sent to before: its own format, or Standard
+   * Webhooks with a `v1` secret (the first of PROVIDER_STANDARD_WEBHOOK_SECRETS, or a new one) or a new `v1a`
+   * key. Each endpoint can be switched later, from MockPay's console or `npm run mockpay`.
+   */
+  MOCKPAY_WEBHOOK_FORMAT: z.enum(["legacy", "standard-v1", "standard-v1a"]).default("legacy"),
   PROVIDER_APP_ID: z.string().min(1).default("app_checkout_demo"),
   /** Notification timestamps older or newer than this are refused. */
   PAYMENT_TIMESTAMP_TOLERANCE_S: z.coerce.number().int().positive().default(300),

@@ -1,4 +1,6 @@
 import { randomUUID } from "node:crypto";
+import { Webhook as StandardWebhook } from "standardwebhooks";
+import { Webhook as SvixWebhook } from "svix";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { AnyOperation } from "~/server/idempotency";
 import { OPERATIONS } from "~/server/operations";
@@ -12,6 +14,9 @@ import {
 } from "./support/app-server";
 import { createTestDatabase, type TestDatabase } from "./support/database";
 
+/** The Standard Webhooks secret the servers hold, as a provider that signs that way gave it. */
+const STANDARD_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
 /** The production server (scripts/serve.ts, the built app), two instances on two ports, one database. */
 let t: TestDatabase;
 let first: AppServer;
@@ -20,8 +25,8 @@ let second: AppServer;
 beforeAll(async () => {
   t = await createTestDatabase({ poolSize: 2 });
   [first, second] = await Promise.all([
-    startAppServer({ databaseUrl: t.url }),
-    startAppServer({ databaseUrl: t.url }),
+    startAppServer({ databaseUrl: t.url, env: { PROVIDER_STANDARD_WEBHOOK_SECRETS: STANDARD_SECRET } }),
+    startAppServer({ databaseUrl: t.url, env: { PROVIDER_STANDARD_WEBHOOK_SECRETS: STANDARD_SECRET } }),
   ]);
 });
 afterAll(async () => {
@@ -151,6 +156,65 @@ describe("provider-facing routes against the production server", () => {
     expect(row?.n).toBe(0);
   });
 
+  it("accepts a payment.succeeded signed by any conformant Standard Webhooks sender: the standardwebhooks package's signer, and svix's", async () => {
+    const signers = {
+      standardwebhooks: (id: string, at: Date, body: string) =>
+        new StandardWebhook(STANDARD_SECRET).sign(id, at, body),
+      svix: (id: string, at: Date, body: string) => new SvixWebhook(STANDARD_SECRET).sign(id, at, body),
+    };
+    for (const [name, sign] of Object.entries(signers)) {
+      const shopper = new HttpShopper(first.baseUrl);
+      const placed = await shopper.mutation("checkout.createOrder", {
+        requestId: randomUUID(),
+        items: [{ skuId: "SKU-MUG", quantity: 1 }],
+      });
+      const orderId = placed.body.result?.data.json.orderId;
+      const payment = await shopper.mutation("payments.create", { orderId });
+      const { outTradeNo, amountCents } = (payment.body.result?.data.json ?? {}) as {
+        outTradeNo: string;
+        amountCents: number;
+      };
+      const body = JSON.stringify({
+        id: `evt_${randomUUID()}`,
+        type: "payment.succeeded",
+        app_id: "app_checkout_demo",
+        out_trade_no: outTradeNo,
+        transaction_id: `tx_${randomUUID()}`,
+        amount_cents: amountCents,
+        currency: "USD",
+        created_at: new Date().toISOString(),
+      });
+      const id = `msg_${randomUUID()}`;
+      const at = new Date();
+      const deliver = (signature: string) =>
+        fetch(`${second.baseUrl}/api/payments/notify`, {
+          method: "POST",
+          headers: {
+            "content-type": "application/json",
+            "webhook-id": id,
+            "webhook-timestamp": String(Math.floor(at.getTime() / 1000)),
+            "webhook-signature": signature,
+          },
+          body,
+        });
+      const signature = sign(id, at, body);
+      expect(signature, name).toMatch(/^v1,/);
+      // Signed with another secret: refused, nothing applied.
+      const forged = await deliver(
+        new StandardWebhook("whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD").sign(id, at, body),
+      );
+      expect(forged.status, name).toBe(401);
+      const accepted = await deliver(signature);
+      expect({ name, status: accepted.status, body: await accepted.json() }).toEqual({
+        name,
+        status: 200,
+        body: { code: "SUCCESS" },
+      });
+      const [row] = await t.sql`SELECT status FROM payment_order WHERE out_trade_no = ${outTradeNo}`;
+      expect(row?.status, name).toBe("SUCCESS");
+    }
+  });
+
   it("answers the status query only when it is signed, and signs its answer", async () => {
     const path = tradeQueryPath("app_checkout_demo", "P_UNKNOWN");
     const unsigned = await fetch(`${first.baseUrl}${path}`);
@@ -207,6 +271,32 @@ describe("operator pages", () => {
     const text = await metrics.text();
     expect(text).toContain("checkout_idempotent_requests_total");
     expect(text).toContain("checkout_reconciliation_violations");
+  });
+
+  it("MockPay's endpoint console: admin only, a clear refusal for a bad id or form, and a switch that says what to give the merchant", async () => {
+    const admin = { authorization: `Bearer ${TEST_SERVER_ADMIN_TOKEN}` };
+    const [endpoint] = await t.sql<{ id: string }[]>`
+      INSERT INTO provider_endpoint (app_id, url) VALUES ('app_http', 'http://127.0.0.1:9/hook') RETURNING id`;
+    const at = (id: string) => `${first.baseUrl}/provider/api/admin/endpoints/${id}`;
+    const post = (id: string, form: Record<string, string>, headers: Record<string, string> = admin) =>
+      fetch(at(id), { method: "POST", body: new URLSearchParams(form), headers, redirect: "manual" });
+    expect((await post(endpoint?.id ?? "", { action: "ENABLE" }, {})).status).toBe(401);
+    expect((await post("not-a-uuid", { action: "ENABLE" })).status).toBe(404);
+    const badForm = await post(endpoint?.id ?? "", { action: "MODE", mode: "xml" });
+    expect(badForm.status).toBe(303);
+    expect(decodeURIComponent(badForm.headers.get("location") ?? "")).toContain("invalid action");
+    const rotateLegacy = await post(endpoint?.id ?? "", { action: "ROTATE" });
+    expect(decodeURIComponent(rotateLegacy.headers.get("location") ?? "")).toContain(
+      "only a Standard Webhooks endpoint has a key to rotate",
+    );
+    const switched = await post(endpoint?.id ?? "", { action: "MODE", mode: "standard-v1a" });
+    expect(decodeURIComponent(switched.headers.get("location") ?? "")).toMatch(
+      /now standard-v1a; give the merchant whpk_/,
+    );
+    const [row] = await t.sql`SELECT format FROM provider_endpoint WHERE id = ${endpoint?.id ?? ""}`;
+    expect(row?.format).toBe("standard");
+    const page = await fetch(`${first.baseUrl}/provider/admin`, { headers: admin });
+    expect(await page.text()).toContain("http://127.0.0.1:9/hook");
   });
 
   it("shows a clean reconciliation on /admin", async () => {

@@ -1,9 +1,11 @@
+import { z } from "zod";
 import { isAdminRequest } from "~/shared/admin-auth";
 import { getLogger } from "~/shared/logger";
 import { payRequestSchema, SIGNATURE_HEADER, verifyPayRequest } from "~/shared/provider-contract";
 import { adminActionInput, runAdminAction } from "./server/admin";
 import { processCloseRequest } from "./server/closes";
 import { getMockPayContext } from "./server/context";
+import { endpointActionInput, runEndpointAction } from "./server/endpoints";
 import { failure, redirect, signedJson } from "./server/http";
 import { answerStatusQuery } from "./server/query-api";
 import { processRefundRequest } from "./server/refunds";
@@ -176,5 +178,27 @@ export async function adminTradeRoute(req: Request, { params }: Params<{ outTrad
     return back(
       error instanceof Error && error.name === "MockPayError" ? error.message : "the action failed",
     );
+  }
+}
+
+/** The console's endpoint forms (format, key rotation, enable after a 410). Answers with a redirect back. */
+export async function adminEndpointRoute(req: Request, { params }: Params<{ endpointId: string }>) {
+  const { endpointId } = await params;
+  if (!isAdminRequest(req.headers, getMockPayContext().adminToken)) {
+    return new Response("admin token required", { status: 401 });
+  }
+  if (!z.uuid().safeParse(endpointId).success) return refusal(404, "NOT_FOUND", `no endpoint ${endpointId}`);
+  const form = await req.formData().catch(() => undefined);
+  const parsed = endpointActionInput.safeParse(Object.fromEntries(form ?? []));
+  const back = (message: string) =>
+    redirect(
+      `/provider/admin?message=${encodeURIComponent(message)}#endpoint-${encodeURIComponent(endpointId)}`,
+    );
+  if (!parsed.success) return back(`invalid action: ${parsed.error.issues[0]?.message ?? "?"}`);
+  try {
+    return back(await runEndpointAction(getMockPayContext().db, endpointId, parsed.data));
+  } catch (error) {
+    if (error instanceof Error && error.name === "MockPayError") return back(error.message);
+    return failure(error, log(), "endpoint action");
   }
 }

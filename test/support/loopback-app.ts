@@ -5,7 +5,7 @@ import type { MockPayContext } from "~/mockpay/server/context";
 import { answerStatusQuery } from "~/mockpay/server/query-api";
 import { processRefundRequest } from "~/mockpay/server/refunds";
 import type { AppContext } from "~/server/app-context";
-import { handlePaymentNotification } from "~/server/payments/notify";
+import { handlePaymentNotification, rawNotification } from "~/server/payments/notify";
 import { CLOSE_PATH } from "~/shared/provider-contract";
 import { testMockPay } from "./app-context";
 
@@ -43,11 +43,11 @@ export async function startLoopbackApp(
       };
       try {
         if (req.method === "POST" && url.pathname === "/api/payments/notify") {
-          const answer = await handlePaymentNotification(
-            app.db,
-            { body, signature, deliveryId: String(req.headers["provider-delivery-id"] ?? "") },
-            app.payments,
-          );
+          const header = (name: string) => {
+            const value = req.headers[name];
+            return value === undefined ? null : String(value);
+          };
+          const answer = await handlePaymentNotification(app.db, rawNotification(body, header), app.payments);
           return send(answer.httpStatus, JSON.stringify(answer.body));
         }
         if (req.method === "POST" && url.pathname === CLOSE_PATH) {

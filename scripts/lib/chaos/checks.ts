@@ -509,3 +509,29 @@ export function acknowledgedOrders(records: ShopperRecord[]): AcknowledgedOrder[
       orderIds: r.orderIds,
     }));
 }
+
+/**
+ * A run with `--webhooks=standard`: MockPay spoke Standard Webhooks to every endpoint, and the merchant took
+ * every delivery it signed (no 401 but for the signatures and timestamps the run spoiled on purpose).
+ */
+export async function checkStandardWebhooks(db: Db, invariants: Invariants): Promise<void> {
+  const sql = db.$client;
+  const endpoints = await sql<{ url: string; format: string; status: string }[]>`
+    SELECT url, format, status FROM provider_endpoint`;
+  const refused = await sql<{ kind: string; http_status: number; n: number }[]>`
+    SELECT kind, http_status, count(*)::int AS n FROM provider_delivery_attempt
+     WHERE http_status = 401 AND kind NOT IN ('TAMPERED_SIGNATURE', 'STALE_TIMESTAMP')
+     GROUP BY kind, http_status`;
+  const [acknowledged] = await sql<{ n: number }[]>`
+    SELECT count(*)::int AS n FROM provider_delivery_attempt WHERE ok AND http_status BETWEEN 200 AND 299`;
+  invariants.check(
+    "MockPay sent as Standard Webhooks (v1) to every endpoint, and the merchant verified every delivery it signed",
+    endpoints.length + (acknowledged?.n ?? 0),
+    [
+      ...(endpoints.length === 0 ? ["no endpoint at all"] : []),
+      ...(acknowledged?.n ? [] : ["no delivery acknowledged"]),
+      ...endpoints.filter((e) => e.format !== "standard").map((e) => `${e.url} is ${e.format}`),
+      ...refused.map((r) => `${r.n} ${r.kind} deliveries refused (401)`),
+    ],
+  );
+}

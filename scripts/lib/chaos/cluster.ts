@@ -2,6 +2,8 @@ import { AppCluster, type AppClusterOptions } from "../app-cluster";
 
 export const CHAOS_ADMIN_TOKEN = "chaos-admin-token-0123456789abcdefghij";
 export const CHAOS_WEBHOOK_SECRET = "whsec_chaos_secret_0123456789abcdefgh";
+/** The `whsec_` secret MockPay signs with, and the merchant verifies with, in a Standard Webhooks run. */
+export const CHAOS_STANDARD_SECRET = "whsec_Y2hhb3Mtc3RhbmRhcmQtd2ViaG9va3Mtc2VjcmV0";
 const CHAOS_SESSION_SECRET = "chaos-session-secret-0123456789abcdefghij";
 
 /** How long an order may wait for its payment in the run. */
@@ -35,11 +37,20 @@ export class Cluster extends AppCluster {
     options: Omit<AppClusterOptions, "env" | "workerEnv"> & {
       /** Probability that the worker kills itself right after a consumer committed. */
       consumerCrashRate: number;
+      /** standard: MockPay's endpoints start as Standard Webhooks (v1), with a secret the merchant holds. */
+      webhooks: "legacy" | "standard";
     },
   ) {
     super({
       ...options,
-      env: CHAOS_ENV,
+      env:
+        options.webhooks === "standard"
+          ? {
+              ...CHAOS_ENV,
+              MOCKPAY_WEBHOOK_FORMAT: "standard-v1",
+              PROVIDER_STANDARD_WEBHOOK_SECRETS: CHAOS_STANDARD_SECRET,
+            }
+          : CHAOS_ENV,
       workerEnv: { FAULT_CONSUMER_CRASH_RATE: String(options.consumerCrashRate), WORKER_CONCURRENCY: "4" },
     });
   }

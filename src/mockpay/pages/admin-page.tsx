@@ -5,6 +5,7 @@ import {
   NOTIFICATION_ACTIONS,
 } from "~/mockpay/server/admin";
 import { getMockPayContext } from "~/mockpay/server/context";
+import { ENDPOINT_MODES, listEndpoints } from "~/mockpay/server/endpoints";
 import { deliveryStatusLabel, formatAmount, tradeStatusLabel } from "./format";
 
 const LABELS: Record<AdminAction, string> = {
@@ -30,7 +31,8 @@ export default async function ProviderAdminPage({
   searchParams: Promise<{ message?: string }>;
 }) {
   const { message } = await searchParams;
-  const rows = await listTradesForAdmin(getMockPayContext().db);
+  const { db } = getMockPayContext();
+  const [rows, endpoints] = await Promise.all([listTradesForAdmin(db), listEndpoints(db)]);
   const active = rows.some((row) => row.notifications.some((n) => n.notification.status === "PENDING"));
   return (
     <section aria-labelledby="admin-heading">
@@ -48,6 +50,80 @@ export default async function ProviderAdminPage({
           <p className="muted small">Deliveries in progress; this page refreshes by itself.</p>
         </>
       )}
+      <h3>Merchant endpoints</h3>
+      {endpoints.length === 0 && (
+        <p className="muted">None yet: one appears with the first delivery to it.</p>
+      )}
+      {endpoints.map(({ endpoint, keys }) => (
+        <article
+          key={endpoint.id}
+          id={`endpoint-${endpoint.id}`}
+          className="trade"
+          aria-label={`Endpoint ${endpoint.url}`}
+        >
+          <p>
+            <code>{endpoint.url}</code> · <span data-testid="endpoint-format">{endpoint.format}</span> ·{" "}
+            <strong data-testid="endpoint-status" className={endpoint.status === "DISABLED" ? "alert" : ""}>
+              {endpoint.status}
+            </strong>
+            {endpoint.disabledReason && <span className="alert"> ({endpoint.disabledReason})</span>}
+            {endpoint.pausedUntil && endpoint.pausedUntil > new Date() && (
+              <span> · slowed down until {endpoint.pausedUntil.toISOString().slice(11, 19)}</span>
+            )}
+          </p>
+          {keys.length > 0 && (
+            <table>
+              <thead>
+                <tr>
+                  <th scope="col">Scheme</th>
+                  <th scope="col">For the merchant</th>
+                  <th scope="col">Signs until</th>
+                </tr>
+              </thead>
+              <tbody>
+                {keys.map((key) => (
+                  <tr key={key.id} data-testid="endpoint-key">
+                    <td>{key.scheme}</td>
+                    <td>
+                      <code>{key.forMerchant}</code>
+                    </td>
+                    <td>{key.retiresAt ? key.retiresAt.toISOString() : "current"}</td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          )}
+          <form method="post" action={`/provider/api/admin/endpoints/${endpoint.id}`} className="faults">
+            <input type="hidden" name="action" value="MODE" />
+            <label>
+              format{" "}
+              <select name="mode" defaultValue={endpoint.format === "legacy" ? "legacy" : "standard-v1"}>
+                {ENDPOINT_MODES.map((mode) => (
+                  <option key={mode} value={mode}>
+                    {mode}
+                  </option>
+                ))}
+              </select>
+            </label>
+            <button type="submit">Switch format</button>
+          </form>
+          <form method="post" action={`/provider/api/admin/endpoints/${endpoint.id}`} className="faults">
+            <input type="hidden" name="action" value="ROTATE" />
+            <label>
+              overlap (s) <input name="overlapS" type="number" min={0} max={604800} defaultValue={86400} />
+            </label>
+            <button type="submit">Rotate the signing key</button>
+          </form>
+          {endpoint.status === "DISABLED" && (
+            <form method="post" action={`/provider/api/admin/endpoints/${endpoint.id}`} className="faults">
+              <button type="submit" name="action" value="ENABLE">
+                Enable again
+              </button>
+            </form>
+          )}
+        </article>
+      ))}
+      <h3>Trades</h3>
       {rows.length === 0 && <p>No transactions yet: place an order and pay it.</p>}
       {rows.map(({ trade, notifications }) => (
         <article

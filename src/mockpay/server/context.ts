@@ -1,4 +1,4 @@
-import { getEnv } from "~/env";
+import { entriesOf, getEnv } from "~/env";
 import { createMockPayDb, type MockPayDb } from "./db";
 import { type DeliveryDeps, RETRY_SCHEDULES } from "./delivery";
 
@@ -32,6 +32,10 @@ export function getMockPayContext(): MockPayContext {
       timeScale: env.PROVIDER_TIME_SCALE,
       sendDuplicates: env.PROVIDER_SEND_DUPLICATES,
       schedule: RETRY_SCHEDULES[env.PROVIDER_RETRY_SCHEDULE],
+      endpoints: {
+        mode: env.MOCKPAY_WEBHOOK_FORMAT,
+        firstSecret: entriesOf(env.PROVIDER_STANDARD_WEBHOOK_SECRETS)[0],
+      },
     },
     pollMs: env.PROVIDER_DELIVERY_POLL_MS,
     adminToken: env.ADMIN_TOKEN,

@@ -7,7 +7,9 @@ import {
   signBody,
 } from "~/shared/provider-contract";
 import type { MockPayDb } from "./db";
+import { disableEndpoint, type EndpointDefaults, endpointFor, pauseEndpoint, signingKeys } from "./endpoints";
 import { providerDeliveryAttempt, providerNotification, providerTrade } from "./schema";
+import { standardSignature } from "./standard-signing";
 import type { ProviderTrade } from "./trades";
 
 /** WeChat Pay's published schedule (seconds after each failed attempt), about 24 h in all. */
@@ -18,6 +20,13 @@ export const WECHAT_SCHEDULE_S = [
 export const ALIPAY_SCHEDULE_S = [240, 600, 600, 3600, 7200, 21600, 54000];
 export const RETRY_SCHEDULES = { wechat: WECHAT_SCHEDULE_S, alipay: ALIPAY_SCHEDULE_S } as const;
 export const RETRY_SCHEDULE_S = WECHAT_SCHEDULE_S;
+/**
+ * Standard Webhooks' schedule for an endpoint in that format: after the first attempt (at once), 5 s, 5 min,
+ * 30 min, 2 h, 5 h, 10 h, 14 h, 20 h and 24 h.
+ */
+export const STANDARD_WEBHOOKS_SCHEDULE_S = [5, 300, 1800, 7200, 18000, 36000, 50400, 72000, 86400];
+/** Answers by which a Standard Webhooks endpoint says "slower": the next attempt waits for Retry-After too. */
+const SLOW_DOWN = new Set([429, 502, 504]);
 
 /** What a real merchant endpoint gets: a provider gives up on it after 5 s. */
 export const MERCHANT_TIMEOUT_MS = 5_000;
@@ -31,6 +40,8 @@ export interface DeliveryDeps {
   timeoutMs?: number;
   fetchFn?: typeof fetch;
   schedule?: readonly number[];
+  /** What a merchant endpoint MockPay first sends to starts as (legacy unless said). */
+  endpoints?: EndpointDefaults;
 }
 
 export type DeliveryFault = "TAMPERED_SIGNATURE" | "WRONG_AMOUNT" | "STALE_TIMESTAMP";
@@ -40,6 +51,8 @@ export interface DeliveryResult {
   ok: boolean;
   httpStatus: number | null;
   latencyMs: number;
+  /** A Standard Webhooks endpoint asked to wait this long (Retry-After, time-scaled) before the next attempt. */
+  retryAfterMs?: number;
 }
 
 type Notification = typeof providerNotification.$inferSelect;
@@ -57,11 +70,15 @@ export async function deliverDueNotifications(
   const claimed = await db.execute<{ id: string; attempts: number }>(sql`
     UPDATE provider_notification
        SET attempts = attempts + 1, next_attempt_at = now() + interval '60 seconds'
-     WHERE id IN (SELECT id FROM provider_notification
-                   WHERE status = 'PENDING' AND next_attempt_at <= now()
-                   ORDER BY next_attempt_at
+     WHERE id IN (SELECT n.id FROM provider_notification n
+                    JOIN provider_trade t ON t.id = n.trade_id
+                    LEFT JOIN provider_endpoint e ON e.app_id = t.app_id AND e.url = t.notify_url
+                   WHERE n.status = 'PENDING' AND n.next_attempt_at <= now()
+                     -- An endpoint disabled (410) or told to wait (429, 502, 504) is not sent to meanwhile.
+                     AND (e.id IS NULL OR (e.status = 'ENABLED' AND (e.paused_until IS NULL OR e.paused_until <= now())))
+                   ORDER BY n.next_attempt_at
                    LIMIT ${limit}
-                   FOR UPDATE SKIP LOCKED)
+                   FOR UPDATE OF n SKIP LOCKED)
     RETURNING id, attempts`);
   await Promise.all(claimed.map((row) => deliverOne(db, row.id, row.attempts, deps)));
   return claimed.length;
@@ -93,13 +110,17 @@ async function deliverOne(db: MockPayDb, notificationId: string, attemptNo: numb
     }
     return;
   }
-  const delayS = (deps.schedule ?? RETRY_SCHEDULE_S)[attemptNo - 1];
+  const endpoint = await endpointFor(db, trade.appId, trade.notifyUrl, deps.endpoints ?? { mode: "legacy" });
+  const schedule =
+    endpoint.format === "standard" ? STANDARD_WEBHOOKS_SCHEDULE_S : (deps.schedule ?? RETRY_SCHEDULE_S);
+  const delayS = schedule[attemptNo - 1];
+  const waitMs = Math.max((delayS ?? 0) * deps.timeScale * 1000, ...results.map((r) => r.retryAfterMs ?? 0));
   await db
     .update(providerNotification)
     .set(
       delayS === undefined
         ? { status: "GAVE_UP" }
-        : { nextAttemptAt: sql`now() + ${delayS * deps.timeScale * 1000} * interval '1 millisecond'` },
+        : { nextAttemptAt: sql`now() + ${waitMs} * interval '1 millisecond'` },
     )
     .where(
       sql`${providerNotification.id} = ${notificationId} AND ${providerNotification.status} = 'PENDING'`,
@@ -152,27 +173,66 @@ export async function sendNotification(
   if (options.fault === "WRONG_AMOUNT") body.amount_cents += 1;
   const raw = JSON.stringify(body);
   const nowS = Math.floor(Date.now() / 1000);
-  let signature = signBody(
-    "notification",
-    deps.webhookSecret,
-    raw,
-    options.fault === "STALE_TIMESTAMP" ? nowS - 3600 : nowS,
-  );
-  if (options.fault === "TAMPERED_SIGNATURE")
-    signature = signature.replace(/.$/, (c) => (c === "0" ? "1" : "0"));
+  const timestampS = options.fault === "STALE_TIMESTAMP" ? nowS - 3600 : nowS;
+  // Every signature with one bit of it flipped: well formed, and matching nothing.
+  const tamper = (signature: string) =>
+    signature
+      .split(" ")
+      .map((entry) => {
+        const [version, value = ""] = entry.split(",");
+        const bytes = Buffer.from(value, "base64");
+        bytes[0] = (bytes[0] ?? 0) ^ 1;
+        return `${version},${bytes.toString("base64")}`;
+      })
+      .join(" ");
+  const endpoint = await endpointFor(db, trade.appId, trade.notifyUrl, deps.endpoints ?? { mode: "legacy" });
+  const standard = endpoint.format === "standard";
+  let headers: Record<string, string>;
+  if (standard) {
+    // Standard Webhooks: the notification's id is the message id, the same on every attempt (the merchant
+    // dedupes by it); every key not yet retired signs, so a rotation overlaps.
+    const signature = standardSignature(notification.id, timestampS, raw, await signingKeys(db, endpoint.id));
+    headers = {
+      "content-type": "application/json",
+      "webhook-id": notification.id,
+      "webhook-timestamp": String(timestampS),
+      "webhook-signature": options.fault === "TAMPERED_SIGNATURE" ? tamper(signature) : signature,
+    };
+  } else {
+    let signature = signBody("notification", deps.webhookSecret, raw, timestampS);
+    if (options.fault === "TAMPERED_SIGNATURE")
+      signature = signature.replace(/.$/, (c) => (c === "0" ? "1" : "0"));
+    headers = {
+      "content-type": "application/json",
+      [SIGNATURE_HEADER]: signature,
+      [DELIVERY_ID_HEADER]: deliveryId,
+    };
+  }
 
   try {
     const response = await (deps.fetchFn ?? fetch)(trade.notifyUrl, {
       method: "POST",
-      headers: {
-        "content-type": "application/json",
-        [SIGNATURE_HEADER]: signature,
-        [DELIVERY_ID_HEADER]: deliveryId,
-      },
+      headers,
       body: raw,
+      // A redirect is an answer, not a place to send it again: Standard Webhooks counts 3xx as a failure.
+      redirect: "manual",
       signal: AbortSignal.timeout(deps.timeoutMs ?? MERCHANT_TIMEOUT_MS),
     });
     const text = await response.text();
+    if (standard) {
+      const status = response.status;
+      if (status === 410) await disableEndpoint(db, endpoint.id, `410 Gone, ${new Date().toISOString()}`);
+      let retryAfterMs: number | undefined;
+      if (SLOW_DOWN.has(status) || response.headers.has("retry-after")) {
+        retryAfterMs = retryAfterOf(response.headers.get("retry-after")) * deps.timeScale;
+        if (SLOW_DOWN.has(status)) await pauseEndpoint(db, endpoint.id, retryAfterMs);
+      }
+      const result = await record(
+        { ok: status >= 200 && status < 300, httpStatus: status },
+        { responseBody: text },
+      );
+      return retryAfterMs === undefined ? result : { ...result, retryAfterMs };
+    }
     let acknowledged = false;
     try {
       acknowledged = response.status === 200 && (JSON.parse(text) as { code?: unknown }).code === "SUCCESS";
@@ -185,4 +245,16 @@ export async function sendNotification(
       error instanceof Error && error.name === "TimeoutError" ? "merchant timed out" : String(error);
     return record({ ok: false, httpStatus: null }, { error: message });
   }
+}
+
+/**
+ * Retry-After (RFC 9110 §10.2.3) in milliseconds: seconds, or an HTTP date; absent or unreadable, a
+ * 429/502/504 still waits 5 s, the schedule's first step.
+ */
+export function retryAfterOf(value: string | null): number {
+  const fallback = 5_000;
+  if (!value) return fallback;
+  if (/^\d{1,9}$/.test(value.trim())) return Number(value.trim()) * 1000;
+  const at = Date.parse(value);
+  return Number.isNaN(at) ? fallback : Math.max(0, at - Date.now());
 }

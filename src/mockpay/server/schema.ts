@@ -131,3 +131,62 @@ export const providerRefund = pgTable(
     inList("provider_refund_status_valid", "status", PROVIDER_REFUND_STATUSES),
   ],
 );
+
+/**
+ * How MockPay signs what it sends to one merchant endpoint (an app's notify URL): `legacy` (its own
+ * `X-Signature`, docs/provider-contract.md) or `standard` (Standard Webhooks: `webhook-id`, `webhook-timestamp`,
+ * `webhook-signature` with the endpoint's keys below, and the spec's retry schedule).
+ */
+export const PROVIDER_ENDPOINT_FORMATS = ["legacy", "standard"] as const;
+/** DISABLED: the endpoint answered 410 Gone; nothing is sent to it until a person enables it again. */
+export const PROVIDER_ENDPOINT_STATUSES = ["ENABLED", "DISABLED"] as const;
+
+export const providerEndpoint = pgTable(
+  "provider_endpoint",
+  {
+    id: uuid().primaryKey().defaultRandom(),
+    appId: text().notNull(),
+    url: text().notNull(),
+    format: text({ enum: PROVIDER_ENDPOINT_FORMATS }).notNull().default("legacy"),
+    status: text({ enum: PROVIDER_ENDPOINT_STATUSES }).notNull().default("ENABLED"),
+    disabledReason: text(),
+    /** Told to slow down (429, 502, 504, Retry-After): nothing is sent to it before this. */
+    pausedUntil: timestamp({ withTimezone: true }),
+    createdAt: createdAt(),
+    updatedAt: createdAt(),
+  },
+  (t) => [
+    uniqueIndex("provider_endpoint_app_url_uq").on(t.appId, t.url),
+    inList("provider_endpoint_format_valid", "format", PROVIDER_ENDPOINT_FORMATS),
+    inList("provider_endpoint_status_valid", "status", PROVIDER_ENDPOINT_STATUSES),
+  ],
+);
+
+/** `v1`: HMAC-SHA256 under a `whsec_` secret; `v1a`: ed25519 under a `whsk_` key (its `whpk_` half is public). */
+export const PROVIDER_KEY_SCHEMES = ["v1", "v1a"] as const;
+
+/**
+ * An endpoint's signing keys. Every key not yet retired signs each delivery, so a rotation (a new key, the old
+ * one retiring at the end of an overlap window) lets the merchant take up the new key without missing one.
+ */
+export const providerEndpointKey = pgTable(
+  "provider_endpoint_key",
+  {
+    id: uuid().primaryKey().defaultRandom(),
+    endpointId: uuid()
+      .notNull()
+      .references(() => providerEndpoint.id),
+    scheme: text({ enum: PROVIDER_KEY_SCHEMES }).notNull(),
+    /** `whsec_…` (v1) or `whsk_…` (v1a: base64 of the 32-byte ed25519 seed, as in test/vectors). */
+    secret: text().notNull(),
+    /** `whpk_…` for v1a: what the merchant is given. */
+    publicKey: text(),
+    createdAt: createdAt(),
+    /** Signs until then beside its successor; null while it is the current key. */
+    retiresAt: timestamp({ withTimezone: true }),
+  },
+  (t) => [
+    index("provider_endpoint_key_endpoint_idx").on(t.endpointId),
+    inList("provider_endpoint_key_scheme_valid", "scheme", PROVIDER_KEY_SCHEMES),
+  ],
+);

@@ -6,9 +6,11 @@ import { postCapture } from "~/server/ledger/ledger";
 import type { Observer } from "~/server/observability/observer";
 import { violatedConstraint } from "~/shared/postgres-driver";
 import {
+  DELIVERY_ID_HEADER,
   MERCHANT_SUCCESS_BODY,
   type NotificationBody,
   notificationBodySchema,
+  SIGNATURE_HEADER,
   verifyBodySignature,
 } from "~/shared/provider-contract";
 import type { RefundsPort } from "./refunds-port";
@@ -40,6 +42,27 @@ export interface RawNotification {
   deliveryId: string | null;
   /** The delivery's Standard Webhooks headers, when it carries `webhook-id`: checked instead of `signature`. */
   standard?: StandardWebhookHeaders;
+}
+
+/**
+ * A delivery as it arrived, from its body and headers. One signed as Standard Webhooks names itself by
+ * `webhook-id` (the same on every attempt, and what it is deduped by) and is checked that way; any other by
+ * the provider's own signature header and delivery id.
+ */
+export function rawNotification(body: string, header: (name: string) => string | null): RawNotification {
+  const signature = header(SIGNATURE_HEADER);
+  const webhookId = header("webhook-id");
+  if (!webhookId) return { body, signature, deliveryId: header(DELIVERY_ID_HEADER) };
+  return {
+    body,
+    signature,
+    deliveryId: webhookId,
+    standard: {
+      id: webhookId,
+      timestamp: header("webhook-timestamp"),
+      signature: header("webhook-signature"),
+    },
+  };
 }
 
 export interface NotifyAnswer {

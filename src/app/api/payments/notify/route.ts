@@ -1,9 +1,8 @@
 import { getAppContext } from "~/server/app-context";
 import { withRequestContext } from "~/server/observability/request-context";
-import { handlePaymentNotification } from "~/server/payments/notify";
+import { handlePaymentNotification, rawNotification } from "~/server/payments/notify";
 import { getLogger } from "~/shared/logger";
 import { type PlainResponse, plainRoute } from "~/shared/plain-http";
-import { DELIVERY_ID_HEADER, SIGNATURE_HEADER } from "~/shared/provider-contract";
 
 const MAX_BODY_BYTES = 64 * 1024;
 
@@ -19,23 +18,11 @@ export const POST = plainRoute(async (req) => {
   if (Buffer.byteLength(body) > MAX_BODY_BYTES)
     return answer(413, { code: "FAIL", message: "body too large" });
   const app = getAppContext();
-  // A delivery signed as Standard Webhooks names itself by webhook-id (and dedupes by it): checked that way.
-  const webhookId = req.headers.get("webhook-id");
-  const standard = webhookId
-    ? {
-        id: webhookId,
-        timestamp: req.headers.get("webhook-timestamp"),
-        signature: req.headers.get("webhook-signature"),
-      }
-    : undefined;
-  const deliveryId = webhookId ?? req.headers.get(DELIVERY_ID_HEADER);
+  const raw = rawNotification(body, (name) => req.headers.get(name));
+  const { deliveryId } = raw;
   try {
     const verdict = await withRequestContext({ requestId: deliveryId ?? "notification" }, () =>
-      handlePaymentNotification(
-        app.db,
-        { body, signature: req.headers.get(SIGNATURE_HEADER), deliveryId, ...(standard ? { standard } : {}) },
-        app.payments,
-      ),
+      handlePaymentNotification(app.db, raw, app.payments),
     );
     return answer(verdict.httpStatus, verdict.body);
   } catch (err) {

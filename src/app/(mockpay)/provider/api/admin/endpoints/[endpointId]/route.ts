@@ -1,0 +1,3 @@
+import { adminEndpointRoute } from "~/mockpay/routes";
+
+export const POST = adminEndpointRoute;
