@@ -36,6 +36,8 @@ const NOT_BY_SHOPPER: Record<string, string> = {
   provider_notification: "MockPay",
   provider_delivery_attempt: "MockPay",
   provider_refund: "MockPay",
+  provider_endpoint: "MockPay",
+  provider_endpoint_key: "MockPay",
 };
 
 let t: TestDatabase;
