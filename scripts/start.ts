@@ -4,13 +4,13 @@
  * `tsx scripts/start.ts` for the production build (built first if needed).
  */
 import { type ChildProcess, spawn } from "node:child_process";
-import { rmSync } from "node:fs";
 import { getEnv } from "~/env";
 import { productionSecretProblems } from "~/env-secrets";
 import { assertDriverPatched } from "~/shared/postgres-driver";
 import { SERVE_ARGS } from "./lib/app-process";
 import { ensureBuild, NEXT_BIN } from "./lib/build";
 import { prepareDatabase } from "./lib/database";
+import { removeEmbeddedData } from "./lib/embedded-postgres";
 import { explainStartFailure } from "./lib/start-failure";
 
 // Refuses to run on a postgres.js installed without our patch (npm ci --ignore-scripts), naming the fix.
@@ -31,8 +31,8 @@ async function main() {
     console.error("[checkout] npm start runs the production server (NODE_ENV=production), which needs them");
     process.exit(1);
   }
-  if (fresh && !env.DATABASE_URL) rmSync(env.DATA_DIR, { recursive: true, force: true });
-  const database = await prepareDatabase(env, log);
+  if (fresh && !env.DATABASE_URL) await removeEmbeddedData(env.DATA_DIR);
+  const database = await prepareDatabase(env, log, { throwaway: fresh });
   if (mode === "start") await ensureBuild(log);
 
   // Production: scripts/serve.ts (route handlers called directly, pages through Next). Development: `next dev`.

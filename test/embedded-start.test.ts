@@ -5,7 +5,7 @@ import os from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { pgClient } from "~/server/db/client";
-import { startEmbeddedPostgres } from "../scripts/lib/embedded-postgres";
+import { removeEmbeddedData, startEmbeddedPostgres } from "../scripts/lib/embedded-postgres";
 import { freePort } from "../scripts/lib/free-port";
 
 /**
@@ -87,6 +87,29 @@ describe("starting the embedded PostgreSQL", () => {
     const sql = pgClient(second.url(), { max: 1, connect_timeout: 2, onnotice: () => {} });
     await expect(sql`SELECT 1`).rejects.toThrow();
     await sql.end({ timeout: 1 });
+  });
+
+  it("a fresh start (the end-to-end tests') over a server its killed launcher left running stops that server first, then starts anew", async () => {
+    const port = await freePort();
+    const leftDir = path.join(dir, "left");
+    // A launcher killed the hard way (a test runner's SIGKILL) never stopped its server: it is still running.
+    const left = await startEmbeddedPostgres({ dataDir: leftDir, port });
+    const before = pgClient(left.url(), { max: 1, onnotice: () => {} });
+    await before`CREATE TABLE left_behind (id int)`;
+    await before.end();
+    await removeEmbeddedData(leftDir);
+    const fresh = await startEmbeddedPostgres({ dataDir: leftDir, port, ownSession: false });
+    try {
+      expect(fresh.reused).toBe(false);
+      const sql = pgClient(fresh.url(), { max: 1, onnotice: () => {} });
+      const [row] = await sql<
+        { n: number }[]
+      >`SELECT count(*)::int AS n FROM pg_tables WHERE tablename = 'left_behind'`;
+      await sql.end();
+      expect(row?.n).toBe(0);
+    } finally {
+      await fresh.stop();
+    }
   });
 
   it("says which port is taken and how to choose another, never 'undefined'", async () => {

@@ -13,13 +13,19 @@ export interface PreparedDatabase {
  * The database the app will use, migrated and seeded: DATABASE_URL when set,
  * otherwise an embedded PostgreSQL whose data stays in DATA_DIR.
  */
-export async function prepareDatabase(env: Env, log: (message: string) => void): Promise<PreparedDatabase> {
+export async function prepareDatabase(
+  env: Env,
+  log: (message: string) => void,
+  /** A throwaway embedded server (`npm start -- --fresh`, the end-to-end tests): it goes down with its launcher's process group. */
+  { throwaway = false }: { throwaway?: boolean } = {},
+): Promise<PreparedDatabase> {
   let url = env.DATABASE_URL;
   let stop = async () => {};
   if (!url) {
     const server = await startEmbeddedPostgres({
       dataDir: env.DATA_DIR,
       port: env.EMBEDDED_PG_PORT,
+      ownSession: !throwaway,
       log: (message) => {
         if (env.LOG_LEVEL === "debug" || env.LOG_LEVEL === "trace") log(message);
       },

@@ -136,6 +136,20 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
 }
 
 /**
+ * Removes a data folder and everything beside it (holders, log) for a fresh start, after stopping a server
+ * still running from it: one left by a launcher that was killed before it could stop it (a test runner's
+ * SIGKILL) would otherwise hold the port while its files are removed under it, and the fresh server could not
+ * start.
+ */
+export async function removeEmbeddedData(dataDir: string): Promise<void> {
+  const databaseDir = path.resolve(dataDir);
+  if (runningPostmaster(databaseDir)) await stopPostmaster(databaseDir);
+  for (const leftover of [databaseDir, `${databaseDir}.holders`, `${databaseDir}.log`]) {
+    rmSync(leftover, { recursive: true, force: true });
+  }
+}
+
+/**
  * Who uses a data folder's server: one file per start (`<pid>-<n>`) in a folder beside the data folder. A
  * second `npm start` reuses the first one's server, so Ctrl-C on either must not stop it under the other: the
  * last holder alive stops it. A holder killed without a chance to leave (SIGKILL) is recognised by its dead pid.

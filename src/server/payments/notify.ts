@@ -118,24 +118,65 @@ export async function handlePaymentNotification(
   if (parsed.app_id !== deps.appId)
     return record(db, refuse("WRONG_APP", 400, `unknown app id ${parsed.app_id}`));
 
-  // Most copies of a success arrive after it was applied: answered by one statement, no transaction.
-  const known = await alreadyApplied(db, meta, parsed);
-  if (known) {
-    deps.observer?.notification({ ...meta, outcome: known.outcome, alert: false });
-    return answer(known);
-  }
+  // Copies of one fact that arrive together (providers send two at once) take turns in this process: the
+  // first applies it, the others then find it applied and are answered by one statement, instead of each
+  // opening a transaction that waits on the first's row lock to learn the same. Only an order of work: every
+  // copy still goes through every check below, and copies on other instances meet in the database as before.
+  return inTurn(factKey(parsed), async () => {
+    // Most copies of a success arrive after it was applied: answered by one statement, no transaction.
+    const known = await alreadyApplied(db, meta, parsed);
+    if (known) {
+      deps.observer?.notification({ ...meta, outcome: known.outcome, alert: false });
+      return answer(known);
+    }
+    try {
+      return await db.transaction(async (tx) => {
+        const verdict = await applyProviderFact(tx, parsed, deps.refunds);
+        return record(tx, verdict);
+      });
+    } catch (error) {
+      // Two payments took one transaction id at the same moment: the unique index decided; the loser is the clash.
+      if (violatedConstraint(error) !== "payment_order_transaction_id_uq") throw error;
+      const clash = `transaction ${parsed.transaction_id} was taken by another payment at the same moment`;
+      return record(db, refuse("TRANSACTION_CLASH", 409, clash, true));
+    }
+  });
+}
+
+/** One fact, whichever copy carries it: what the provider says happened, to what, for how much. */
+function factKey(n: NotificationBody): string {
+  return JSON.stringify([n.out_trade_no, n.type, n.transaction_id, n.refund_no, n.amount_cents, n.currency]);
+}
+
+/** The copy of each fact being handled in this process now, and when it is done. */
+const handling = new Map<string, Promise<unknown>>();
+
+/**
+ * Runs `work` once the copy of the same fact before it in this process is done (or has taken
+ * `COPY_WAIT_MS`: a slow first copy never holds the others up for longer than that).
+ */
+async function inTurn<T>(key: string, work: () => Promise<T>): Promise<T> {
+  const before = handling.get(key);
+  const mine = (async () => {
+    if (before) {
+      let timer: NodeJS.Timeout | undefined;
+      const late = new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, COPY_WAIT_MS);
+      });
+      await Promise.race([before.catch(() => {}), late]);
+      clearTimeout(timer);
+    }
+    return work();
+  })();
+  handling.set(key, mine);
   try {
-    return await db.transaction(async (tx) => {
-      const verdict = await applyProviderFact(tx, parsed, deps.refunds);
-      return record(tx, verdict);
-    });
-  } catch (error) {
-    // Two payments took one transaction id at the same moment: the unique index decided; the loser is the clash.
-    if (violatedConstraint(error) !== "payment_order_transaction_id_uq") throw error;
-    const clash = `transaction ${parsed.transaction_id} was taken by another payment at the same moment`;
-    return record(db, refuse("TRANSACTION_CLASH", 409, clash, true));
+    return await mine;
+  } finally {
+    if (handling.get(key) === mine) handling.delete(key);
   }
 }
+
+const COPY_WAIT_MS = 2_000;
 
 /**
  * A success the merchant already holds — its payment SUCCESS (or PAID_LATE) under this very transaction id,
