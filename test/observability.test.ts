@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { Writable } from "node:stream";
 import { describe, expect, it } from "vitest";
-import { alertsFrom, opsFigures } from "~/server/admin/alerts";
+import { alertsFrom, opsFigures, RECONCILE_EVERY_MS, recentReconciliation } from "~/server/admin/alerts";
 import { renderMetrics } from "~/server/admin/metrics";
 import type { AppContext } from "~/server/app-context";
 import { runIdempotent } from "~/server/idempotency";
@@ -115,6 +115,23 @@ describe("observability", () => {
     expect(text).toContain('checkout_payment_notifications_total{outcome="AMOUNT_MISMATCH"} 1');
     expect(text).toMatch(/checkout_outbox_lag_seconds \d/);
     expect(text).toMatch(/checkout_reconciliation_violations \d/);
+  });
+
+  it("the alert log and /api/metrics share one reconciliation per process, run again once it is 5 minutes old", async () => {
+    // A clock past whatever report an earlier test left: the first call runs one.
+    const base = Date.now() + 10 * RECONCILE_EVERY_MS;
+    const first = await recentReconciliation(t.db, RECONCILE_EVERY_MS, base);
+    // Within the interval (and callers at the same moment): the same report, not another full read.
+    const [again, atOnce] = await Promise.all([
+      recentReconciliation(t.db, RECONCILE_EVERY_MS, base + RECONCILE_EVERY_MS - 1),
+      recentReconciliation(t.db, RECONCILE_EVERY_MS, base + 1),
+    ]);
+    expect(again).toBe(first);
+    expect(atOnce).toBe(first);
+    const later = await recentReconciliation(t.db, RECONCILE_EVERY_MS, base + RECONCILE_EVERY_MS);
+    expect(later).not.toBe(first);
+    expect(later.checkedAt.getTime()).toBeGreaterThanOrEqual(first.checkedAt.getTime());
+    expect(RECONCILE_EVERY_MS).toBe(300_000);
   });
 
   it("raises alerts a person must see: an amount mismatch, stuck PROCESSING records", async () => {

@@ -1,5 +1,5 @@
 import { getEnv } from "~/env";
-import { alertsFrom, opsFigures } from "~/server/admin/alerts";
+import { alertsFrom, opsFigures, recentReconciliation } from "~/server/admin/alerts";
 import { getLogger } from "~/shared/logger";
 import { every } from "~/shared/periodic";
 import { getAppContext } from "./app-context";
@@ -157,7 +157,9 @@ function crashAfterCommit(rate: number): ConsumeHooks {
 /** Conditions a person must see are also written to the log at error level, every 30 s while they hold. */
 function startAlertLog(timers: NodeJS.Timeout[]): void {
   const timer = setInterval(() => {
-    opsFigures(getAppContext().db)
+    const { db } = getAppContext();
+    recentReconciliation(db)
+      .then((report) => opsFigures(db, report))
       .then((figures) => {
         for (const alert of alertsFrom(figures))
           getLogger().error({ alert: alert.name, figures }, `${alert.title}: ${alert.detail}`);

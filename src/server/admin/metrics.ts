@@ -1,6 +1,6 @@
 import { Gauge, type Registry } from "prom-client";
 import type { Db } from "~/server/db/client";
-import { opsFigures } from "./alerts";
+import { opsFigures, recentReconciliation } from "./alerts";
 
 const GAUGES = {
   outboxLagSeconds: ["checkout_outbox_lag_seconds", "Age of the oldest outbox event not yet relayed"],
@@ -66,7 +66,7 @@ export async function renderMetrics(db: Db, registry: Registry): Promise<string>
     );
     registered.set(registry, gauges);
   }
-  const figures = await opsFigures(db);
+  const figures = await opsFigures(db, await recentReconciliation(db));
   for (const [key, value] of Object.entries(figures)) gauges[key]?.set(value);
   return registry.metrics();
 }
