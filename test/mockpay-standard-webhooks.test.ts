@@ -13,7 +13,13 @@ import {
   STANDARD_WEBHOOKS_SCHEDULE_S,
   sendNotification,
 } from "~/mockpay/server/delivery";
-import { enableEndpoint, endpointFor, rotateEndpointKey, setEndpointMode } from "~/mockpay/server/endpoints";
+import {
+  enableEndpoint,
+  endpointFor,
+  rotateEndpointKey,
+  setEndpointMode,
+  signingKeys,
+} from "~/mockpay/server/endpoints";
 import { providerDeliveryAttempt, providerEndpoint, providerNotification } from "~/mockpay/server/schema";
 import { publicKeyOf, standardSignature } from "~/mockpay/server/standard-signing";
 import type { AppContext } from "~/server/app-context";
@@ -102,6 +108,24 @@ describe("MockPay signs as Standard Webhooks", () => {
     expect(standardSignature("msg_1", 1_796_472_000, '{"a":1}', [{ scheme: "v1", secret: SECRET }])).toBe(
       new Webhook(SECRET).sign("msg_1", at, '{"a":1}'),
     );
+  });
+
+  test("10 first deliveries to a new endpoint at once: one endpoint, one key, and every one of them has it to sign with", async ({
+    mockPay,
+  }) => {
+    const url = `http://127.0.0.1:9/new-${Date.now()}`;
+    const keysSeen = await Promise.all(
+      Array.from({ length: 10 }, () =>
+        endpointFor(mockPay.db, mockPay.appId, url, { mode: "standard-v1", firstSecret: SECRET }).then(
+          (endpoint) => signingKeys(mockPay.db, endpoint.id),
+        ),
+      ),
+    );
+    expect(keysSeen.map((keys) => keys.map((key) => key.secret))).toEqual(Array(10).fill([SECRET]));
+    const [counts] = await mockPay.db.$client<{ endpoints: number; keys: number }[]>`
+      SELECT count(DISTINCT e.id)::int AS endpoints, count(k.id)::int AS keys
+        FROM provider_endpoint e LEFT JOIN provider_endpoint_key k ON k.endpoint_id = e.id WHERE e.url = ${url}`;
+    expect(counts).toEqual({ endpoints: 1, keys: 1 });
   });
 
   test("v1 end to end: the merchant verifies with its secret and applies the payment; webhook-id is the notification's id on every attempt", async ({

@@ -39,15 +39,20 @@ export async function endpointFor(
     .where(and(eq(providerEndpoint.appId, appId), eq(providerEndpoint.url, url)));
   if (existing) return existing;
   const format = defaults.mode === "legacy" ? "legacy" : "standard";
-  const [made] = await db
-    .insert(providerEndpoint)
-    .values({ appId, url, format })
-    .onConflictDoNothing({ target: [providerEndpoint.appId, providerEndpoint.url] })
-    .returning();
-  // Two first deliveries at once: the other made it, with its keys.
-  if (!made) return endpointFor(db, appId, url, { mode: "legacy" });
-  if (defaults.mode !== "legacy") await addKey(db, made.id, schemeOf(defaults.mode), defaults.firstSecret);
-  return made;
+  // The endpoint and its first key commit together: never a Standard Webhooks endpoint without a key to sign with.
+  const made = await db.transaction(async (tx) => {
+    const [inserted] = await tx
+      .insert(providerEndpoint)
+      .values({ appId, url, format })
+      .onConflictDoNothing({ target: [providerEndpoint.appId, providerEndpoint.url] })
+      .returning();
+    if (inserted && defaults.mode !== "legacy") {
+      await addKey(tx, inserted.id, schemeOf(defaults.mode), defaults.firstSecret);
+    }
+    return inserted;
+  });
+  // Two first deliveries at once: the other made it (its insert committed, with its key, before ours gave way).
+  return made ?? endpointFor(db, appId, url, { mode: "legacy" });
 }
 
 /** The keys that sign a delivery to the endpoint now: every one not yet retired, oldest first. */
