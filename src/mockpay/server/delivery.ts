@@ -7,7 +7,14 @@ import {
   signBody,
 } from "~/shared/provider-contract";
 import type { MockPayDb } from "./db";
-import { disableEndpoint, type EndpointDefaults, endpointFor, pauseEndpoint, signingKeys } from "./endpoints";
+import {
+  disableEndpoint,
+  type Endpoint,
+  type EndpointDefaults,
+  endpointFor,
+  pauseEndpoint,
+  signingKeys,
+} from "./endpoints";
 import { providerDeliveryAttempt, providerNotification, providerTrade } from "./schema";
 import { standardSignature } from "./standard-signing";
 import type { ProviderTrade } from "./trades";
@@ -86,6 +93,8 @@ export async function deliverDueNotifications(
 
 async function deliverOne(db: MockPayDb, notificationId: string, attemptNo: number, deps: DeliveryDeps) {
   const { notification, trade } = await loadNotification(db, notificationId);
+  // Looked up once for the attempt: its copies are signed, and its next attempt scheduled, by the same endpoint.
+  const endpoint = await endpointFor(db, trade.appId, trade.notifyUrl, deps.endpoints ?? { mode: "legacy" });
   const copies = attemptNo === 1 && deps.sendDuplicates ? 2 : 1;
   const results = await Promise.all(
     Array.from({ length: copies }, (_, i) =>
@@ -93,7 +102,7 @@ async function deliverOne(db: MockPayDb, notificationId: string, attemptNo: numb
         db,
         notification,
         trade,
-        { attemptNo, kind: i === 0 ? "SCHEDULED" : "DUPLICATE" },
+        { attemptNo, kind: i === 0 ? "SCHEDULED" : "DUPLICATE", endpoint },
         deps,
       ),
     ),
@@ -106,11 +115,16 @@ async function deliverOne(db: MockPayDb, notificationId: string, attemptNo: numb
         sql`${providerNotification.id} = ${notificationId} AND ${providerNotification.status} = 'PENDING'`,
       );
     if (deps.sendDuplicates) {
-      await sendNotification(db, notification, trade, { attemptNo, kind: "DUPLICATE_AFTER_SUCCESS" }, deps);
+      await sendNotification(
+        db,
+        notification,
+        trade,
+        { attemptNo, kind: "DUPLICATE_AFTER_SUCCESS", endpoint },
+        deps,
+      );
     }
     return;
   }
-  const endpoint = await endpointFor(db, trade.appId, trade.notifyUrl, deps.endpoints ?? { mode: "legacy" });
   const schedule =
     endpoint.format === "standard" ? STANDARD_WEBHOOKS_SCHEDULE_S : (deps.schedule ?? RETRY_SCHEDULE_S);
   const delayS = schedule[attemptNo - 1];
@@ -142,7 +156,14 @@ export async function sendNotification(
   db: MockPayDb,
   notification: Notification,
   trade: ProviderTrade,
-  options: { attemptNo: number; kind: string; fault?: DeliveryFault; body?: NotificationBody },
+  options: {
+    attemptNo: number;
+    kind: string;
+    fault?: DeliveryFault;
+    body?: NotificationBody;
+    /** The trade's endpoint, when the caller has it already (else it is looked up, and made the first time). */
+    endpoint?: Endpoint;
+  },
   deps: DeliveryDeps,
 ): Promise<DeliveryResult> {
   const deliveryId = randomUUID();
@@ -185,7 +206,9 @@ export async function sendNotification(
         return `${version},${bytes.toString("base64")}`;
       })
       .join(" ");
-  const endpoint = await endpointFor(db, trade.appId, trade.notifyUrl, deps.endpoints ?? { mode: "legacy" });
+  const endpoint =
+    options.endpoint ??
+    (await endpointFor(db, trade.appId, trade.notifyUrl, deps.endpoints ?? { mode: "legacy" }));
   const standard = endpoint.format === "standard";
   let headers: Record<string, string>;
   if (standard) {
