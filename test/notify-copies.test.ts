@@ -21,6 +21,20 @@ function countingTransactions(app: AppContext) {
   return { app: { ...app, db }, opened: () => opened };
 }
 
+/** The provider's word that the order's payment succeeded, under a new transaction id. */
+function successOf(app: AppContext, order: Awaited<ReturnType<typeof orderAwaitingPayment>>) {
+  return {
+    id: `evt_${randomUUID()}`,
+    type: "payment.succeeded",
+    app_id: app.payments.appId,
+    out_trade_no: order.outTradeNo,
+    transaction_id: `T_${randomUUID()}`,
+    amount_cents: order.payment.amountCents,
+    currency: order.payment.currency,
+    created_at: new Date().toISOString(),
+  };
+}
+
 describe("copies of one notification arriving together at one instance", () => {
   test("10 at once: the first applies the success in a transaction, the other 9 find it applied by one statement each", async ({
     app,
@@ -28,16 +42,7 @@ describe("copies of one notification arriving together at one instance", () => {
   }) => {
     const order = await orderAwaitingPayment(app, mockPay);
     const counted = countingTransactions(app);
-    const body = {
-      id: `evt_${randomUUID()}`,
-      type: "payment.succeeded",
-      app_id: app.payments.appId,
-      out_trade_no: order.outTradeNo,
-      transaction_id: `T_${randomUUID()}`,
-      amount_cents: order.payment.amountCents,
-      currency: order.payment.currency,
-      created_at: new Date().toISOString(),
-    };
+    const body = successOf(app, order);
     const answers = await Promise.all(Array.from({ length: 10 }, () => notifyAsProvider(counted.app, body)));
     expect(answers.map((a) => a.httpStatus)).toEqual(Array(10).fill(200));
     expect(counted.opened()).toBe(1);
@@ -61,20 +66,7 @@ describe("copies of one notification arriving together at one instance", () => {
   }) => {
     const orders = await Promise.all(Array.from({ length: 5 }, () => orderAwaitingPayment(app, mockPay)));
     const counted = countingTransactions(app);
-    await Promise.all(
-      orders.map((order) =>
-        notifyAsProvider(counted.app, {
-          id: `evt_${randomUUID()}`,
-          type: "payment.succeeded",
-          app_id: app.payments.appId,
-          out_trade_no: order.outTradeNo,
-          transaction_id: `T_${randomUUID()}`,
-          amount_cents: order.payment.amountCents,
-          currency: order.payment.currency,
-          created_at: new Date().toISOString(),
-        }),
-      ),
-    );
+    await Promise.all(orders.map((order) => notifyAsProvider(counted.app, successOf(app, order))));
     expect(counted.opened()).toBe(5);
   });
 });
