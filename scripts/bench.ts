@@ -10,6 +10,8 @@
  *   --keep-alive=N    concurrent keep-alive connections held open (default 2000)
  *   --profile=W       when to profile a path after the run: on-miss (default; off with --tiny), always, never
  *   --tiny            a quick run that only proves the script works (CI)
+ *   --only=A,B        only these scenarios (by function name: orderPaths, callbackStorm, …); while working
+ *                     on one path. A ratio whose rows did not run is shown as not measured.
  * Writes bench-results/latest.json and bench-results/latest.html.
  */
 import type autocannon from "autocannon";
@@ -29,7 +31,7 @@ import { keepAlive } from "./lib/bench/scenarios/keep-alive";
 import { millionRows } from "./lib/bench/scenarios/million-rows";
 import { orderPaths } from "./lib/bench/scenarios/order-paths";
 import { twoInstances } from "./lib/bench/scenarios/two-instances";
-import { log, PROFILE, PROFILE_SECONDS, type Row } from "./lib/bench/settings";
+import { log, ONLY, PROFILE, PROFILE_SECONDS, type Row } from "./lib/bench/settings";
 import { settledCount } from "./lib/bench/settle";
 import { ensureBuild } from "./lib/build";
 import { CpuMeter, mainThreadCpuMs, ownCpuMs, processCpuMs } from "./lib/cpu";
@@ -102,7 +104,7 @@ async function main() {
       total,
       add,
     };
-    for (const scenario of [
+    const scenarios = [
       orderPaths,
       duplicateStorm,
       callbackStorm,
@@ -112,8 +114,11 @@ async function main() {
       expiredKey,
       // Last: it fills the tables.
       millionRows,
-    ]) {
-      await scenario(bench);
+    ];
+    const unknown = ONLY?.filter((name) => !scenarios.some((s) => s.name === name)) ?? [];
+    if (unknown.length > 0) throw new Error(`--only: no scenario ${unknown.join(", ")}`);
+    for (const scenario of scenarios) {
+      if (!ONLY || ONLY.includes(scenario.name)) await scenario(bench);
     }
     appPeak = peakRssMb(app.child);
     await app.stop();

@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DomainError } from "~/server/errors";
 import {
+  DEFAULT_REPLAY_CACHE_OPTIONS,
   deleteExpiredRecords,
   type IdempotencyConfig,
   type IdempotentOperation,
@@ -27,7 +28,12 @@ const base: IdempotencyConfig = { ttlMs: 60_000, leaseMs: 10_000, waitMs: 5_000 
 /** An app instance: its own cache. */
 const instance = (overrides: Partial<IdempotencyConfig> = {}, margin = 2_000): IdempotencyConfig => ({
   ...base,
-  cache: new ReplayCache({ maxEntries: 1_000, maxChars: 1_000_000, marginMs: margin }),
+  cache: new ReplayCache({
+    ...DEFAULT_REPLAY_CACHE_OPTIONS,
+    maxEntries: 1_000,
+    maxChars: 1_000_000,
+    marginMs: margin,
+  }),
   ...overrides,
 });
 

@@ -216,11 +216,15 @@ async function bodyOf(
 const utf8 = new TextDecoder();
 
 function plainRequest(req: IncomingMessage, url: URL, body: Buffer<ArrayBuffer> | undefined): PlainRequest {
+  let text: string | undefined;
   return {
     method: req.method ?? "GET",
     url: `${url.pathname}${url.search}`,
     headers: nodeHeaders(req),
-    text: async () => (body ? utf8.decode(body) : ""),
+    text: async () => {
+      text ??= body ? utf8.decode(body) : "";
+      return text;
+    },
     toWeb: async () => toRequest(req, url, body),
   };
 }
@@ -237,10 +241,10 @@ function writePlain(req: IncomingMessage, res: ServerResponse, answer: PlainResp
   }
   const cookies = names.find(([lower]) => lower === "set-cookie");
   if (cookies) headers["set-cookie"] = answer.headers[cookies[1]] as string | string[];
-  const body = Buffer.from(answer.body);
-  headers["content-length"] = String(body.length);
+  headers["content-length"] = String(Buffer.byteLength(answer.body));
   res.writeHead(answer.status, headers);
-  res.end(req.method === "HEAD" ? undefined : body);
+  // As text, Node sends the head and the body in one write (a Buffer body goes out as a writev of two).
+  res.end(req.method === "HEAD" ? undefined : answer.body);
 }
 
 function toRequest(req: IncomingMessage, url: URL, body: Buffer<ArrayBuffer> | undefined): Request {

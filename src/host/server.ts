@@ -46,6 +46,9 @@ import { loadRouteHandlers } from "./route-table";
 
 assertDriverPatched();
 const env = getEnv();
+// tsx turns source maps on; from here on (the route files, Next and its chunks) no module's map is kept
+// unless asked for: they were a fifth of an instance's memory (docs/configuration.md, SOURCE_MAPS).
+process.setSourceMapsEnabled(env.SOURCE_MAPS);
 const host = env.HOST;
 const log = getLogger();
 
@@ -60,19 +63,19 @@ const handleWithNext = nextApp.getRequestHandler();
 const trust = compileTrust(env.TRUST_PROXY);
 /**
  * On every answer, pages and APIs, the merchant's and MockPay's: no MIME sniffing, never framed (MockPay's
- * Confirm must not be clickjacked), no referrer outside the site, and a CSP that allows this site's own
- * scripts and styles (Next inlines its bootstrap, hence 'unsafe-inline') and nothing else.
+ * Confirm must not be clickjacked), no referrer outside the site. A page's CSP allows this site's own scripts
+ * and styles (Next inlines its bootstrap, hence 'unsafe-inline') and nothing else; an API answer's (JSON, never
+ * a document that loads anything) allows nothing at all, as OWASP's REST cheat sheet has it.
  */
 const SECURITY_HEADERS: [string, string][] = [
   ["x-content-type-options", "nosniff"],
   ["x-frame-options", "DENY"],
   ["referrer-policy", "same-origin"],
-  [
-    "content-security-policy",
-    "default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; " +
-      "font-src 'self'; connect-src 'self'; frame-ancestors 'none'; base-uri 'self'; form-action 'self'; object-src 'none'",
-  ],
 ];
+const PAGE_CSP =
+  "default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; " +
+  "font-src 'self'; connect-src 'self'; frame-ancestors 'none'; base-uri 'self'; form-action 'self'; object-src 'none'";
+const API_CSP = "default-src 'none'; frame-ancestors 'none'";
 const connectionLimits = {
   perAddress: env.HTTP_MAX_CONNECTIONS_PER_ADDRESS,
   total: env.HTTP_MAX_CONNECTIONS,
@@ -84,10 +87,14 @@ const server = createServer(serverTimeouts(connectionLimits), (req, res) => {
   if (refuseMalformed(req, res)) return;
   stampClient(req, trust);
   for (const [name, value] of SECURITY_HEADERS) res.setHeader(name, value);
+  res.setHeader("content-security-policy", API_CSP);
   const served = routes.serve(req, res, (err) =>
     log.error({ err, method: req.method, url: req.url }, "unhandled error in route handler"),
   );
-  if (!served) void handleWithNext(req, res);
+  if (!served) {
+    res.setHeader("content-security-policy", PAGE_CSP);
+    void handleWithNext(req, res);
+  }
 });
 // Longer than a typical load balancer's idle timeout, so it closes idle connections first.
 server.keepAliveTimeout = 65_000;

@@ -21,6 +21,7 @@ export type IdempotencyOutcome =
  */
 export const ABSORBERS = {
   cache: "the replay cache (this instance's memory of the key's answer)",
+  known: "the replay cache's rendering (this very request answered before: sent again as it was)",
   flight: "the replay cache's single flight (waited for the copy running in this instance)",
   record: "the idempotency record (its stored answer)",
   lease: "the idempotency record's lease (waited for the copy holding it)",

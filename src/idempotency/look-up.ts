@@ -1,7 +1,9 @@
 import { inProgress, keyReused } from "./errors";
+import { ABSORBERS } from "./events";
+import { fingerprint } from "./fingerprint";
 import { replay } from "./record";
 import { cacheKeyOf, type ReplayCache } from "./replay-cache";
-import type { Call, IdempotentResult, Remember } from "./types";
+import type { Call, IdempotencyConfig, IdempotentResult, KeyRef, Remember } from "./types";
 
 /**
  * The look-up phase with a replay cache: an outcome this instance knows is answered from memory; a key
@@ -48,4 +50,53 @@ export async function throughCache<T, Tx>(
     trace.waited = true;
     trace.by = "flight";
   }
+}
+
+/**
+ * Phase 1 for a request answered before from the very same text (ReplayCache.rendered): the transport's
+ * rendering of the outcome, once `admission` (the transport's admission of the copy) let it go on; told to the
+ * observer as a known replay. Undefined: run the call (nothing was admitted).
+ */
+export async function knownReplay<R>(
+  config: IdempotencyConfig,
+  ref: KeyRef,
+  requestText: string,
+  admission: () => Promise<void>,
+): Promise<{ rendering: R; keyExpiresAt: Date } | undefined> {
+  const known = config.cache?.rendered(cacheKeyOf(ref.scope, ref.bizType, ref.key), requestText);
+  if (!known) return undefined;
+  await admission();
+  config.observe?.({
+    bizType: ref.bizType,
+    key: ref.key,
+    scope: ref.scope,
+    outcome: "replayed",
+    durationMs: 0,
+    absorbedBy: ABSORBERS.known,
+  });
+  return { rendering: known.rendering as R, keyExpiresAt: known.outcome.expiresAt };
+}
+
+/**
+ * Keeps a transport's rendering of a success it answered, under the request text it came from, for
+ * `knownReplay`. `request` is the validated request the text meant: kept only if its fingerprint is the
+ * one this instance holds the success for.
+ */
+export function keepRendering(
+  config: IdempotencyConfig,
+  ref: KeyRef,
+  request: unknown,
+  requestText: string,
+  rendering: unknown,
+  renderingChars: number,
+): void {
+  const cache = config.cache;
+  if (!cache) return;
+  cache.keepRendering(
+    cacheKeyOf(ref.scope, ref.bizType, ref.key),
+    fingerprint(ref.bizType, request),
+    requestText,
+    rendering,
+    renderingChars,
+  );
 }

@@ -24,6 +24,10 @@ export interface CachedOutcome {
   expiresAt: Date;
   /** performance.now() after which the entry is not served (before the key's expiry, with a margin). */
   servedUntil: number;
+  /** What the entry counts for in the cache's size (its key, its answer, its renderings). */
+  size: number;
+  /** Transports' renderings of this outcome, by the request text that was answered with it (`rendered`). */
+  renderings?: Map<string, unknown>;
 }
 
 export interface ReplayCacheOptions {
@@ -33,12 +37,18 @@ export interface ReplayCacheOptions {
   maxChars: number;
   /** Stop serving an entry this long before its key expires. */
   marginMs: number;
+  /** Renderings kept per outcome (one per distinct request text that meant the same request). */
+  maxRenderings: number;
+  /** Larger request texts and renderings than this (characters) are not kept. */
+  maxRenderingChars: number;
 }
 
 export const DEFAULT_REPLAY_CACHE_OPTIONS: ReplayCacheOptions = {
   maxEntries: 20_000,
   maxChars: 16 * 1024 * 1024,
   marginMs: 2_000,
+  maxRenderings: 4,
+  maxRenderingChars: 16 * 1024,
 };
 
 export class ReplayCache {
@@ -49,7 +59,7 @@ export class ReplayCache {
     this.outcomes = new LRUCache<string, CachedOutcome>({
       max: options.maxEntries,
       maxSize: options.maxChars,
-      sizeCalculation: (_value, key) => key.length + 64,
+      sizeCalculation: (value) => value.size,
     });
   }
 
@@ -71,14 +81,51 @@ export class ReplayCache {
    */
   put(
     key: string,
-    outcome: Omit<CachedOutcome, "servedUntil">,
+    outcome: Omit<CachedOutcome, "servedUntil" | "size" | "renderings">,
     askedAt: number,
     remainingMs: number,
     chars: number,
   ): void {
     const servedUntil = askedAt + remainingMs - this.options.marginMs;
     if (servedUntil <= performance.now()) return;
-    this.outcomes.set(key, { ...outcome, servedUntil }, { size: key.length + chars + 64 });
+    const size = key.length + chars + 64;
+    this.outcomes.set(key, { ...outcome, servedUntil, size }, { size });
+  }
+
+  /**
+   * A known replay (docs/idempotency.md, "Known replays"): the rendering a transport kept for exactly this
+   * request text under this key, while the key's success is served. The same text under the same key (and
+   * so the same scope and operation) is the same input, so the same fingerprint and the same answer: the
+   * transport answers it without parsing, validating or hashing the request again.
+   */
+  rendered(key: string, requestText: string): { outcome: CachedOutcome; rendering: unknown } | undefined {
+    const outcome = this.get(key);
+    const rendering = outcome?.renderings?.get(requestText);
+    return outcome && rendering !== undefined ? { outcome, rendering } : undefined;
+  }
+
+  /**
+   * Keeps a transport's rendering of a success under the request text it answered, if this instance still
+   * holds that success for the same request (`fingerprint`): a text that meant another request, or a key
+   * expired or used again since, keeps nothing. At most `maxRenderings` texts per key; large ones are not kept.
+   */
+  keepRendering(
+    key: string,
+    fingerprint: string,
+    requestText: string,
+    rendering: unknown,
+    renderingChars: number,
+  ): void {
+    const outcome = this.get(key);
+    if (outcome?.status !== "SUCCESS" || outcome.fingerprint !== fingerprint) return;
+    const chars = requestText.length + renderingChars;
+    if (chars > this.options.maxRenderingChars) return;
+    outcome.renderings ??= new Map();
+    if (outcome.renderings.has(requestText) || outcome.renderings.size >= this.options.maxRenderings) return;
+    outcome.renderings.set(requestText, rendering);
+    outcome.size += chars + 64;
+    // Counted in the cache's bound like the answer itself (set again: lru-cache sizes an entry when it is set).
+    this.outcomes.set(key, outcome, { size: outcome.size });
   }
 
   /** Forgets everything (tests). */

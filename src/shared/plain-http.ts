@@ -91,9 +91,18 @@ export function jsonAnswer(
   body: unknown,
   headers: Record<string, string> = {},
 ): PlainResponse {
+  return jsonTextAnswer(status, JSON.stringify(body), headers);
+}
+
+/** A JSON answer whose body is already text. */
+export function jsonTextAnswer(
+  status: number,
+  body: string,
+  headers: Record<string, string> = {},
+): PlainResponse {
   return {
     status,
     headers: { "content-type": "application/json", "cache-control": "no-store", ...headers },
-    body: JSON.stringify(body),
+    body,
   };
 }

@@ -16,6 +16,8 @@ export const PROFILE = (args.get("profile") ?? (tiny ? "never" : "on-miss")) as
   | "always"
   | "never";
 export const PROFILE_SECONDS = 5;
+/** Only these scenarios (their function names), when given. */
+export const ONLY = args.get("only")?.split(",").filter(Boolean);
 export const KEEP_ALIVE = Number(args.get("keep-alive") ?? (tiny ? 200 : 2000));
 export const PAID = Number(args.get("orders") ?? (tiny ? 5 : 100));
 export const SECRET = "whsec_bench_secret_0123456789abcdefghij";

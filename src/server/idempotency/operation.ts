@@ -1,5 +1,11 @@
 import type { z } from "zod";
-import { type ClaimKind, DEFAULT_IDEMPOTENCY_CONFIG, type IdempotencyConfig } from "~/idempotency";
+import {
+  type ClaimKind,
+  DEFAULT_IDEMPOTENCY_CONFIG,
+  type IdempotencyConfig,
+  keepRendering,
+  knownReplay,
+} from "~/idempotency";
 import type { Db, Tx } from "~/server/db/client";
 import { type DomainErrorCode, unavailableIfTransient } from "~/server/errors";
 import { type IdempotentOperation, runIdempotent } from "./run";
@@ -191,6 +197,46 @@ export async function runOperation<S extends z.ZodType, R, D, I = z.output<S>>(
   }
   if (op.afterCommit) await op.afterCommit(db, stripAnswer(answer), ctx).catch(() => undefined);
   return answer;
+}
+
+/**
+ * A known replay (docs/idempotency.md, "Known replays"): what a transport rendered for this very request
+ * text under this shopper's key before, while this instance holds the key's success, once `admit` let the
+ * copy in; undefined: run the call. The text must be all that decides the input besides the shopper and the
+ * key (the transport's path and body).
+ */
+export function knownAnswer<R>(
+  config: IdempotencyConfig,
+  op: AnyOperation,
+  call: { userId: string; key: string; requestText: string; admit: () => Promise<void> },
+): Promise<{ rendering: R; keyExpiresAt: Date } | undefined> {
+  return knownReplay<R>(
+    config,
+    { scope: call.userId, bizType: op.name, key: call.key },
+    call.requestText,
+    call.admit,
+  );
+}
+
+/** Keeps a transport's rendering of a replayed success under its request text, for `knownAnswer`. */
+export function keepAnswer<I>(
+  config: IdempotencyConfig,
+  op: Operation<z.ZodType, unknown, never, I>,
+  call: { userId: string; input: I; key?: string },
+  requestText: string,
+  rendering: unknown,
+  renderingChars: number,
+): void {
+  const key = keyOfCall(op, call);
+  if (key === undefined) return;
+  keepRendering(
+    config,
+    { scope: call.userId, bizType: op.name, key },
+    canonicalRequest(op, call.input),
+    requestText,
+    rendering,
+    renderingChars,
+  );
 }
 
 function stripAnswer<R>(answer: OperationAnswer<R>): R {

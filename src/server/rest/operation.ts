@@ -2,9 +2,10 @@ import type { z } from "zod";
 import { admit } from "~/server/admission/admission";
 import type { AppContext } from "~/server/app-context";
 import { DomainError } from "~/server/errors";
-import { gatewayKeyOf, type Operation, runOperation } from "~/server/idempotency";
+import { gatewayKeyOf, keepAnswer, knownAnswer, type Operation, runOperation } from "~/server/idempotency";
 import {
   fromWebRequest,
+  jsonTextAnswer,
   type PlainRequest,
   type PlainResponse,
   plainRoute,
@@ -12,16 +13,7 @@ import {
   toWebResponse,
 } from "~/shared/plain-http";
 import { restDeps } from "./deps";
-import {
-  authenticate,
-  idempotencyKey,
-  invalid,
-  json,
-  jsonBody,
-  keyHeaders,
-  type RestDeps,
-  respond,
-} from "./http";
+import { authenticate, idempotencyKey, invalid, jsonBody, keyHeaders, type RestDeps, respond } from "./http";
 
 type Params = Record<string, string>;
 export type RestRoute = RouteWithPlain & {
@@ -66,6 +58,34 @@ export function plainOperation<S extends z.ZodType, R>(
     const request = await authenticate(req, deps.app);
     const { userId } = request;
     const key = idempotencyKey(req);
+    // `Prefer: wait=N` (RFC 7240): a client that would rather be told at once (or sooner) that the first
+    // request with its key is still running than wait for its answer, as the Idempotency-Key draft's §2.6 has it.
+    const wait = preferredWaitS(req.headers.get("prefer"));
+    const config =
+      wait === undefined
+        ? deps.app.idempotency
+        : { ...deps.app.idempotency, waitMs: Math.min(deps.app.idempotency.waitMs, wait * 1000) };
+    // Per client address first, whoever the token says the client is (a new token is cheap), then per shopper.
+    const admitted = (gatewayKey: string | undefined) =>
+      admit(request, {
+        action: "write",
+        route: op.name,
+        userId,
+        perShopper: op.gateway !== "off",
+        ...(gatewayKey !== undefined ? { key: gatewayKey } : {}),
+      });
+    // A known replay: this path and body, under this key, were answered before; the answer needs no parsing,
+    // validation or hashing again (docs/idempotency.md, "Known replays"). Admitted like any other write.
+    const requestText = wait === undefined ? `${req.url}\n${await req.text()}` : undefined;
+    const known =
+      requestText &&
+      (await knownAnswer<Rendering>(config, op, {
+        userId,
+        key,
+        requestText,
+        admit: () => admitted(key),
+      }));
+    if (known) return answerOf(known.rendering, REPLAYED, wait);
     const params = binding.params ? binding.params.safeParse(pathParams) : undefined;
     if (params && !params.success) {
       throw new DomainError(binding.notFound ?? "INVALID_INPUT", "not found: a path parameter is malformed");
@@ -79,34 +99,43 @@ export function plainOperation<S extends z.ZodType, R>(
     });
     if (!parsed.success) throw invalid(parsed.error.issues);
     const input = parsed.data as z.output<S>;
-    // Per client address first, whoever the token says the client is (a new token is cheap), then per shopper.
-    const gatewayKey = gatewayKeyOf(op as never, { input, key });
-    await admit(request, {
-      action: "write",
-      route: op.name,
-      userId,
-      perShopper: op.gateway !== "off",
-      ...(gatewayKey !== undefined ? { key: gatewayKey } : {}),
-    });
-    // `Prefer: wait=N` (RFC 7240): a client that would rather be told at once (or sooner) that the first
-    // request with its key is still running than wait for its answer, as the Idempotency-Key draft's §2.6 has it.
-    const wait = preferredWaitS(req.headers.get("prefer"));
-    const config =
-      wait === undefined
-        ? deps.app.idempotency
-        : { ...deps.app.idempotency, waitMs: Math.min(deps.app.idempotency.waitMs, wait * 1000) };
-    const { replayed, keyExpiresAt, ...result } = await runOperation(
-      deps.app.db,
-      op,
-      { userId, input, deps: deps.app, key },
-      config,
-    );
-    const headers = keyHeaders({ replayed, keyExpiresAt });
-    // RFC 7240 §3: the answer says the preference was honoured (a refusal need not; the 409 says it anyway).
-    if (wait !== undefined) headers["preference-applied"] = `wait=${wait}`;
-    if (binding.location) headers.location = binding.location(result as R, input);
-    return json(binding.status, binding.resource.parse(result), headers);
+    await admitted(gatewayKeyOf(op as never, { input, key }));
+    const call = { userId, input, deps: deps.app, key };
+    const { replayed, keyExpiresAt, ...result } = await runOperation(deps.app.db, op, call, config);
+    const rendering: Rendering = {
+      status: binding.status,
+      body: JSON.stringify(binding.resource.parse(result)),
+      headers: keyHeaders({ keyExpiresAt }),
+      ...(binding.location ? { location: binding.location(result as R, input) } : {}),
+    };
+    if (replayed && keyExpiresAt && requestText)
+      keepAnswer(config, op as never, call, requestText, rendering, rendering.body.length);
+    return answerOf(rendering, replayed ? REPLAYED : {}, wait);
   });
+}
+
+/** What a REST call's answer is made of, kept for a known replay: all of it but the replay header. */
+interface Rendering {
+  status: number;
+  /** The resource, parsed through its schema (so a replay is byte for byte) and serialised. */
+  body: string;
+  /** When the key expires (the same on every answer under it). */
+  headers: Record<string, string>;
+  location?: string;
+}
+
+const REPLAYED = keyHeaders({ replayed: true });
+
+function answerOf(
+  rendering: Rendering,
+  replayed: Record<string, string>,
+  wait: number | undefined,
+): PlainResponse {
+  const headers = { ...rendering.headers, ...replayed };
+  // RFC 7240 §3: the answer says the preference was honoured (a refusal need not; the 409 says it anyway).
+  if (wait !== undefined) headers["preference-applied"] = `wait=${wait}`;
+  if (rendering.location !== undefined) headers.location = rendering.location;
+  return jsonTextAnswer(rendering.status, rendering.body, headers);
 }
 
 /** The `wait` preference of a `Prefer` header (RFC 7240 §4.3), in whole seconds, if the client stated one. */

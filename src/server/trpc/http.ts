@@ -10,10 +10,18 @@ import {
 } from "@trpc/server/unstable-core-do-not-import";
 import type { AppContext } from "~/server/app-context";
 import { DomainError } from "~/server/errors";
+import {
+  type AnyOperation,
+  keepAnswer,
+  keyOfCall,
+  knownAnswer,
+  type OperationAnswer,
+} from "~/server/idempotency";
+import { OPERATIONS } from "~/server/operations";
 import { getLogger } from "~/shared/logger";
 import type { PlainRequest, PlainResponse } from "~/shared/plain-http";
 import { createTrpcContext, type TrpcContext } from "./context";
-import { wasLogged } from "./init";
+import { admitMutation, type ProcedureMeta, wasLogged } from "./init";
 import { TRPC_MAX_BATCH_SIZE } from "./limits";
 import { appRouter } from "./root";
 
@@ -81,12 +89,12 @@ export async function plainTrpc(
     append: (name: string, value: string) => void resHeaders.push([name.toLowerCase(), value]),
   };
   let ctx: TrpcContext | undefined;
-  let answer: { result: { data: unknown } } | { error: unknown };
-  let error: TRPCError | undefined;
   try {
     ctx = await createTrpcContext(app, req, headers).catch((cause: unknown) => {
       throw getTRPCErrorFromUnknown(cause);
     });
+    const known = await knownReplay(app, ctx, call);
+    if (known !== undefined) return answerOf(200, resHeaders, known);
     const data = await call.procedure({
       path: call.path,
       getRawInput: async () => call.input,
@@ -95,16 +103,27 @@ export async function plainTrpc(
       signal: undefined,
       batchIndex: 0,
     });
-    answer = { result: { data } };
+    const body = JSON.stringify(transformTRPCResponse(config, { result: { data } } as never));
+    keepReplay(app, ctx, call, data, body);
+    return answerOf(200, resHeaders, body);
   } catch (cause) {
-    error = getTRPCErrorFromUnknown(cause);
+    const error = getTRPCErrorFromUnknown(cause);
     onError({ error, path: call.path, type: "mutation" });
-    answer = {
+    const answer = {
       error: getErrorShape({ config, ctx, error, input: call.input, path: call.path, type: "mutation" }),
     };
+    const retryAfter = retryAfterOf([error]);
+    if (retryAfter !== undefined) resHeaders.push(["retry-after", retryAfter]);
+    return answerOf(
+      getHTTPStatusCode(answer as never),
+      resHeaders,
+      JSON.stringify(transformTRPCResponse(config, answer as never)),
+    );
   }
-  const retryAfter = error ? retryAfterOf([error]) : undefined;
-  if (retryAfter !== undefined) resHeaders.push(["retry-after", retryAfter]);
+}
+
+/** The answer as tRPC's fetch adapter writes it: its headers, the context's (cookies), the envelope. */
+function answerOf(status: number, resHeaders: [string, string][], body: string): PlainResponse {
   const out: Record<string, string | string[]> = {
     vary: "trpc-accept, accept",
     "content-type": "application/json",
@@ -114,18 +133,80 @@ export async function plainTrpc(
     if (name === "set-cookie") out[name] = [...((had as string[] | undefined) ?? []), value];
     else out[name] = had === undefined ? value : `${had}, ${value}`;
   }
-  return {
-    status: getHTTPStatusCode(answer as never),
-    headers: out,
-    body: JSON.stringify(transformTRPCResponse(config, answer as never)),
-  };
+  return { status, headers: out, body };
 }
 
+/** The operation a mutation mounts (its meta names it), and the idempotency key its raw input carries. */
+function keyedOperation(call: SingleMutation): { op: AnyOperation; key: string } | undefined {
+  const meta = call.procedure._def.meta as ProcedureMeta | undefined;
+  const op = meta?.operation === undefined ? undefined : OPERATIONS_BY_NAME.get(meta.operation);
+  if (!op || typeof call.input !== "object" || call.input === null) return undefined;
+  const key = keyOfCall(op as never, { input: call.input as never });
+  return typeof key === "string" ? { op, key } : undefined;
+}
+
+const OPERATIONS_BY_NAME = new Map<string, AnyOperation>(OPERATIONS.map((op) => [op.name, op]));
+
+/**
+ * A known replay (docs/idempotency.md, "Known replays"): this shopper sent this very body to this procedure
+ * under this key before and was answered with a success this instance still holds; the envelope it was
+ * answered with is answered again, after the mutation's admission, without the procedure (input parsing,
+ * validation, the fingerprint, the transformer).
+ */
+async function knownReplay(
+  app: AppContext,
+  ctx: TrpcContext,
+  call: SingleMutation,
+): Promise<string | undefined> {
+  const keyed = keyedOperation(call);
+  if (!keyed) return undefined;
+  const known = await knownAnswer<string>(app.idempotency, keyed.op, {
+    userId: ctx.userId,
+    key: keyed.key,
+    requestText: replayText(call),
+    admit: () =>
+      admitMutation(ctx, call.path, call.procedure._def.meta as ProcedureMeta | undefined, call.input),
+  });
+  return known?.rendering;
+}
+
+/** Keeps a replayed success's envelope for `knownReplay` (the input validated again, to check its fingerprint). */
+function keepReplay(
+  app: AppContext,
+  ctx: TrpcContext,
+  call: SingleMutation,
+  data: unknown,
+  body: string,
+): void {
+  const answer = data as Partial<OperationAnswer<unknown>> | undefined;
+  if (!answer?.replayed || !answer.keyExpiresAt) return;
+  const keyed = keyedOperation(call);
+  const input = keyed?.op.input.safeParse(call.input);
+  if (!keyed || !input?.success) return;
+  keepAnswer(
+    app.idempotency,
+    keyed.op as never,
+    { userId: ctx.userId, input: input.data },
+    replayText(call),
+    body,
+    body.length,
+  );
+}
+
+/** What decides a mutation's input besides the shopper: the procedure and the body as sent. */
+const replayText = (call: SingleMutation) => `${call.path}\n${call.text}`;
+
 /** The one mutation this request is, its input read, or undefined when the fetch adapter should answer. */
-async function singleMutation(
-  req: PlainRequest,
-  mount: Mount,
-): Promise<{ path: string; procedure: AnyProcedure; input: unknown } | undefined> {
+interface SingleMutation {
+  path: string;
+  procedure: AnyProcedure;
+  /** The body as sent. */
+  text: string;
+  /** Its input, deserialised by the router's transformer. */
+  input: unknown;
+}
+
+async function singleMutation(req: PlainRequest, mount: Mount): Promise<SingleMutation | undefined> {
   if (req.method !== "POST" || !req.url.startsWith(`${mount.endpoint}/`)) return undefined;
   const contentType = req.headers.get("content-type")?.toLowerCase().split(";", 1)[0]?.trim();
   if (contentType !== "application/json" || req.headers.get("trpc-accept") !== null) return undefined;
@@ -134,9 +215,15 @@ async function singleMutation(
   const procedure = (await getProcedureAtPath(mount.router, raw)) as AnyProcedure | null;
   if (procedure?._def.type !== "mutation") return undefined;
   try {
-    const body: unknown = JSON.parse(await req.text());
+    const text = await req.text();
+    const body: unknown = JSON.parse(text);
     if (body === undefined) return undefined;
-    return { path: raw, procedure, input: mount.router._def._config.transformer.input.deserialize(body) };
+    return {
+      path: raw,
+      procedure,
+      text,
+      input: mount.router._def._config.transformer.input.deserialize(body),
+    };
   } catch {
     return undefined;
   }

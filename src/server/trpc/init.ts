@@ -116,21 +116,7 @@ function answered(error: unknown, where: { path: string; type: string; ctx: Trpc
  */
 const shopperCall = t.middleware(async ({ next, ctx, path, type, meta, getRawInput }) => {
   const result = await withRequestContext({ requestId: ctx.requestId }, async () => {
-    if (type === "mutation") {
-      const keyOf = meta?.gateway?.keyOf;
-      const key = keyOf ? keyOf(await getRawInput().catch(() => undefined)) : undefined;
-      try {
-        await admit(ctx, {
-          action: "write",
-          route: meta?.operation ?? path,
-          userId: ctx.userId,
-          perShopper: meta?.gateway !== undefined,
-          ...(key !== undefined ? { key } : {}),
-        });
-      } catch (error) {
-        throw answered(error, { path, type, ctx });
-      }
-    }
+    if (type === "mutation") await admitMutation(ctx, path, meta, await getRawInput().catch(() => undefined));
     return next();
   });
   if (result.ok) return result;
@@ -138,6 +124,32 @@ const shopperCall = t.middleware(async ({ next, ctx, path, type, meta, getRawInp
   if (error === result.error) return result;
   throw error;
 });
+
+/**
+ * A mutation's admission (src/server/admission/admission.ts): per client address, then per shopper and key
+ * when the procedure's meta says so; a refusal as tRPC answers it. The middleware above calls it, and so
+ * does the plain host for a known replay it answers without the procedure (./http.ts).
+ */
+export async function admitMutation(
+  ctx: TrpcContext,
+  path: string,
+  meta: ProcedureMeta | undefined,
+  rawInput: unknown,
+): Promise<void> {
+  const keyOf = meta?.gateway?.keyOf;
+  const key = keyOf ? keyOf(rawInput) : undefined;
+  try {
+    await admit(ctx, {
+      action: "write",
+      route: meta?.operation ?? path,
+      userId: ctx.userId,
+      perShopper: meta?.gateway !== undefined,
+      ...(key !== undefined ? { key } : {}),
+    });
+  } catch (error) {
+    throw answered(error, { path, type: "mutation", ctx });
+  }
+}
 
 export const router = t.router;
 export const createCallerFactory = t.createCallerFactory;
