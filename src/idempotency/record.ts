@@ -99,16 +99,19 @@ export function claimInTransactionStatement(
   requestFingerprint: string,
   config: IdempotencyConfig,
 ) {
+  // No lease (locked_until NULL): the transaction holds the key, and nobody sees the claim before its outcome.
   return sql<{ record_id: string | number; expires_at: string | Date }[]>`
     INSERT INTO ${named(store).table}
-           (user_id, biz_type, idempotency_key, fingerprint, status, answer_version, locked_until, expires_at)
+           (user_id, biz_type, idempotency_key, fingerprint, status, answer_version, expires_at)
     VALUES (${ref.scope}, ${ref.bizType}, ${ref.key}, ${requestFingerprint}, ${RECORD.claim.to}, ${versionOf(ref)},
-            now() + ${config.leaseMs} * interval '1 millisecond',
             now() + ${config.ttlMs} * interval '1 millisecond')
     RETURNING id AS record_id, expires_at`;
 }
 
-/** The one-transaction holder's outcome: an UPDATE of the row its own claim inserted, sent with COMMIT. */
+/**
+ * The one-transaction holder's outcome: an UPDATE of the row its own claim inserted, sent with COMMIT. It
+ * changes no indexed column, so it is a HOT update (test/idempotency-record-hot.test.ts).
+ */
 export function storeInTransactionStatement(
   store: RecordStore<unknown>,
   sql: postgres.Sql,
@@ -119,7 +122,7 @@ export function storeInTransactionStatement(
 ) {
   return sql`
     UPDATE ${named(store).table}
-       SET status = ${RECORD.succeed.to}, response_body = ${body}::text::json, biz_id = ${bizId}, locked_until = NULL,
+       SET status = ${RECORD.succeed.to}, response_body = ${body}::text::json, biz_id = ${bizId},
            updated_at = clock_timestamp()
      WHERE user_id = ${scope} AND id = ${recordId}`;
 }

@@ -32,8 +32,9 @@ CREATE TABLE IF NOT EXISTS ${table} (
 );
 CREATE UNIQUE INDEX IF NOT EXISTS ${identifier(`${names.table}_key_uq`)} ON ${table} (user_id, biz_type, idempotency_key);
 CREATE INDEX IF NOT EXISTS ${identifier(`${names.table}_expires_at_idx`)} ON ${table} (expires_at);
--- The records still being worked on (few at a time), for whoever looks for leases that ran out.
-CREATE INDEX IF NOT EXISTS ${identifier(`${names.table}_processing_idx`)} ON ${table} (locked_until) WHERE status = '${RECORD.claim.to}';
+-- The leases being held (few at a time), for whoever looks for leases that ran out. It names no status, and a
+-- one-transaction claim holds no lease, so that claim's outcome is a HOT update (no new index entries).
+CREATE INDEX IF NOT EXISTS ${identifier(`${names.table}_lease_idx`)} ON ${table} (locked_until) WHERE locked_until IS NOT NULL;
 
 CREATE OR REPLACE FUNCTION ${fn}(
   p_user_id text, p_record_id bigint, p_lease_version integer, p_status text, p_response_body json, p_biz_id text
