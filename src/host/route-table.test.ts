@@ -2,7 +2,14 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { DIRECT_PREFIXES, findRouteFiles, parseRoute, type RouteHandler, RouteTable } from "./route-table";
+import {
+  DIRECT_PREFIXES,
+  findRouteFiles,
+  parseRoute,
+  type RouteHandler,
+  RouteTable,
+  targetOf,
+} from "./route-table";
 
 const entry = (route: string, module: Record<string, RouteHandler>) => ({
   route,
@@ -107,5 +114,32 @@ describe("serving route handlers over Node's HTTP server", () => {
       expect((await fetch(`${base}${p}`)).status).toBe(299);
     }
     expect(fallback).toHaveBeenCalledTimes(3);
+  });
+});
+
+describe("a request target's path and query", () => {
+  it("read by hand for a plain path, as new URL reads it for every target", () => {
+    for (const raw of [
+      "/api/v1/orders",
+      "/api/trpc/checkout.createOrder",
+      "/api/v1/orders/0b0e0f36-0000-4000-8000-000000000000/refunds",
+      "/",
+      "/api/v1/orders/",
+      "/api/v1/../v1/orders",
+      "/api/./v1/orders",
+      "/api/v1/orders?x=1",
+      "/api/trpc/orders.list?input=%7B%22json%22%3Anull%7D",
+      '/api/trpc/orders.list?input={"json":null}',
+      "/api/v1/%6Frders",
+      "/api/v1/ord ers",
+      "//evil.example/api/v1/orders",
+      "/api\\v1\\orders",
+      "/api/v1/orders#fragment",
+      "/api/v1/.hidden",
+      "/api/v1/a..b",
+    ]) {
+      const url = new URL(raw, "http://localhost");
+      expect(targetOf(raw), raw).toEqual({ pathname: url.pathname, search: url.search });
+    }
   });
 });

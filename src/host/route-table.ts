@@ -111,7 +111,7 @@ export class RouteTable {
    * Next handle it.
    */
   serve(req: IncomingMessage, res: ServerResponse, onError: (err: unknown) => void): boolean {
-    const url = new URL(req.url ?? "/", "http://localhost");
+    const url = targetOf(req.url ?? "/");
     if (!DIRECT_PREFIXES.some((prefix) => url.pathname.startsWith(prefix))) return false;
     const found = this.match(url.pathname);
     if (!found) return false;
@@ -131,6 +131,22 @@ export class RouteTable {
     });
     return true;
   }
+}
+
+/** A request target's path and query, as `new URL` reads them. */
+interface Target {
+  pathname: string;
+  search: string;
+}
+
+/** Path segments `new URL` leaves as they are: no dot segment, nothing to encode, no query to encode. */
+const PLAIN_PATH = /^(?:\/[\w-]+(?:\.[\w-]+)*)+$/;
+
+/** Taken as it is when it is a plain path (an API call's), else read by `new URL` (which normalises). */
+export function targetOf(raw: string): Target {
+  if (PLAIN_PATH.test(raw)) return { pathname: raw, search: "" };
+  const url = new URL(raw, "http://localhost");
+  return { pathname: url.pathname, search: url.search };
 }
 
 function specificity(entry: RouteEntry): number {
@@ -165,7 +181,7 @@ async function callHandler(
   params: Params,
   req: IncomingMessage,
   res: ServerResponse,
-  url: URL,
+  url: Target,
 ): Promise<void> {
   const limit = bodyLimitOf(url.pathname);
   const body = await bodyOf(req, limit);
@@ -215,7 +231,11 @@ async function bodyOf(
 /** The body decoded as `Request.text()` decodes it (UTF-8, a leading BOM dropped, bad bytes replaced). */
 const utf8 = new TextDecoder();
 
-function plainRequest(req: IncomingMessage, url: URL, body: Buffer<ArrayBuffer> | undefined): PlainRequest {
+function plainRequest(
+  req: IncomingMessage,
+  url: Target,
+  body: Buffer<ArrayBuffer> | undefined,
+): PlainRequest {
   let text: string | undefined;
   return {
     method: req.method ?? "GET",
@@ -247,7 +267,7 @@ function writePlain(req: IncomingMessage, res: ServerResponse, answer: PlainResp
   res.end(req.method === "HEAD" ? undefined : answer.body);
 }
 
-function toRequest(req: IncomingMessage, url: URL, body: Buffer<ArrayBuffer> | undefined): Request {
+function toRequest(req: IncomingMessage, url: Target, body: Buffer<ArrayBuffer> | undefined): Request {
   const headers = new Headers();
   for (const [key, value] of Object.entries(req.headers)) {
     if (value === undefined) continue;

@@ -131,6 +131,8 @@ export function createTelemetry(log: Logger, attempts?: AttemptLog): Telemetry {
         absorbedBy: event.absorbedBy ?? "",
       });
       const level = event.outcome === "mismatch" || event.outcome === "unavailable" ? "warn" : "info";
+      // Every request passes here: its line is made only when it will be written.
+      if (!log.isLevelEnabled(level)) return;
       log[level](
         {
           requestId: currentRequestId(),

@@ -42,3 +42,24 @@ describe("guest session cookie", () => {
     expect(readCookie("a=1", "checkout_session")).toBeUndefined();
   });
 });
+
+describe("credentials found genuine are remembered, per secret", () => {
+  it("a second check gives the same answer; another secret, a forgery or an expired token still fail", () => {
+    const id = newGuestId();
+    const cookie = signSession(id, secret, 1_700_000_000_000);
+    const token = signApiToken(id, secret, 1_000);
+    for (let i = 0; i < 2; i++) {
+      expect(verifySession(cookie, secret)).toEqual({ userId: id, issuedMs: 1_700_000_000_000 });
+      expect(verifySession(cookie, "another-secret-entirely")).toBeNull();
+      expect(verifySession(`${cookie.slice(0, -2)}xx`, secret)).toBeNull();
+      expect(verifyApiToken(token, secret, 86_400, 2_000)).toEqual({
+        userId: id,
+        issuedMs: 1_000,
+        expiresMs: 86_401_000,
+      });
+      // Genuine, and remembered as such, but expired: refused.
+      expect(verifyApiToken(token, secret, 86_400, 86_401_000)).toBeNull();
+      expect(verifyApiToken(token, "another-secret-entirely", 86_400, 2_000)).toBeNull();
+    }
+  });
+});

@@ -1,4 +1,5 @@
 import { createHmac, randomUUID, timingSafeEqual } from "node:crypto";
+import { LRUCache } from "lru-cache";
 
 export const SESSION_COOKIE = "checkout_session";
 export const SESSION_MAX_AGE_SECONDS = 60 * 60 * 24 * 365;
@@ -37,9 +38,41 @@ export function verifySession(value: string | undefined | null, secret: string):
   const [userId, second, third] = parts;
   if (!userId || !second || !GUEST_ID.test(userId)) return null;
   // `<guest id>.<HMAC>`, as cookies were made before: still good, issued "at 0".
-  if (parts.length === 2) return same(second, mac(userId, secret)) ? { userId, issuedMs: 0 } : null;
+  if (parts.length === 2)
+    return genuine("session", secret, value, second, userId) ? { userId, issuedMs: 0 } : null;
   if (parts.length !== 3 || !third || !/^\d{1,15}$/.test(second)) return null;
-  return same(third, mac(`${userId}.${second}`, secret)) ? { userId, issuedMs: Number(second) } : null;
+  return genuine("session", secret, value, third, `${userId}.${second}`)
+    ? { userId, issuedMs: Number(second) }
+    : null;
+}
+
+/**
+ * Credentials this process found genuine, per purpose and secret: a shopper's client sends the same cookie or
+ * token on every request, and its signature (an HMAC) is checked once rather than each time. Only genuine
+ * ones are kept; expiry and revocation are decided on every use as before.
+ */
+const GENUINE = {
+  session: new Map<string, LRUCache<string, true>>(),
+  "api-token": new Map<string, LRUCache<string, true>>(),
+};
+
+/** Whether `signature` is the MAC of `signedText` under `secret` for `purpose` (remembered per whole credential). */
+function genuine(
+  purpose: keyof typeof GENUINE,
+  secret: string,
+  credential: string,
+  signature: string,
+  signedText: string,
+): boolean {
+  let known = GENUINE[purpose].get(secret);
+  if (!known) {
+    known = new LRUCache<string, true>({ max: 10_000 });
+    GENUINE[purpose].set(secret, known);
+  }
+  if (known.has(credential)) return true;
+  const ok = same(signature, mac(signedText, secret, purpose));
+  if (ok) known.set(credential, true);
+  return ok;
 }
 
 function same(given: string, expected: string): boolean {
@@ -90,7 +123,7 @@ export function verifyApiToken(
   const [userId, issued, given, ...rest] = token.slice(API_TOKEN_PREFIX.length).split(".");
   if (!userId || !issued || !given || rest.length > 0) return null;
   if (!GUEST_ID.test(userId) || !/^\d{1,15}$/.test(issued)) return null;
-  if (!same(given, mac(`${userId}.${issued}`, secret, "api-token"))) return null;
+  if (!genuine("api-token", secret, token, given, `${userId}.${issued}`)) return null;
   const issuedMs = Number(issued);
   const expiresMs = issuedMs + ttlS * 1000;
   return expiresMs > nowMs ? { userId, issuedMs, expiresMs } : null;
