@@ -193,9 +193,10 @@ export async function holdConnection<TSchema extends Record<string, unknown>>(
     options: ConstructorParameters<typeof PostgresJsSession>[3];
   };
   const session = new PostgresJsSession(reserved, root.dialect, root.schema, root.options);
-  const tx = new PostgresJsTransaction(
+  const tx = lazilyRelational(
+    new PostgresJsTransaction(root.dialect, session as never, undefined),
     root.dialect,
-    session as never,
+    session,
     root.schema,
   ) as unknown as TransactionOf<TSchema>;
   return {
@@ -213,6 +214,33 @@ export async function holdConnection<TSchema extends Record<string, unknown>>(
       reserved.release();
     },
   };
+}
+
+/**
+ * A transaction made without its schema, given it afterwards, with its relational queries (`tx.query.…`) made
+ * when first asked for: drizzle builds one query builder per table of the schema for every transaction object,
+ * about 2 % of a first execution's CPU here, and the hot paths use none of them. The same object otherwise.
+ */
+function lazilyRelational(
+  tx: object,
+  dialect: PgDialect,
+  session: object,
+  schema: ConstructorParameters<typeof PostgresJsTransaction>[2],
+) {
+  if (!schema) return tx;
+  const made = tx as unknown as { schema: unknown; _: Record<string, unknown> };
+  made.schema = schema;
+  made._ = { schema: schema.schema, fullSchema: schema.fullSchema, tableNamesMap: schema.tableNamesMap, session };
+  let query: unknown;
+  Object.defineProperty(tx, "query", {
+    configurable: true,
+    enumerable: true,
+    get: () => {
+      query ??= new PostgresJsTransaction(dialect, session as never, schema).query;
+      return query;
+    },
+  });
+  return tx;
 }
 
 /** The transaction object `db.transaction()` hands its callback, for a schema. */
