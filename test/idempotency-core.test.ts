@@ -291,6 +291,46 @@ describe("idempotency core", () => {
     expect(await effects(key)).toBe(1);
   });
 
+  it("one transaction: the claim's lock_timeout ends with the claim: a business statement may wait longer", async () => {
+    const key = randomUUID();
+    const quick = { ...config, waitMs: 200 };
+    const locked = gate();
+    const release = gate();
+    // Another transaction holds a row the operation writes, for longer than the claim may wait for its key.
+    const holder = t.sql.begin(async (sql) => {
+      await sql`SELECT 1 FROM sku WHERE id = 'SKU-MUG' FOR UPDATE`;
+      locked.open();
+      await release.opened;
+    });
+    await locked.opened;
+    setTimeout(() => release.open(), 600);
+    const started = Date.now();
+    let inside = "";
+    const result = await runIdempotent(
+      t.db,
+      operation(key, {
+        claim: "transaction",
+        execute: async (tx) => {
+          const [setting] = (await tx.execute(
+            dsql`SELECT current_setting('lock_timeout') AS value`,
+          )) as unknown as {
+            value: string;
+          }[];
+          inside = setting?.value ?? "";
+          await tx.execute(dsql`UPDATE sku SET name = name WHERE id = 'SKU-MUG'`);
+          return writeEffect(tx, key);
+        },
+      }),
+      quick,
+    );
+    await holder;
+    // The transaction's own setting is back (the pool's: none) before the business statements run.
+    expect(inside).toBe("0");
+    expect(Date.now() - started).toBeGreaterThanOrEqual(500);
+    expect(result.replayed).toBe(false);
+    expect(await effects(key)).toBe(1);
+  });
+
   it("one transaction: frees the key when its holder's connection dies mid-transaction: the waiting duplicate executes", async () => {
     const config1 = config;
     const key = randomUUID();

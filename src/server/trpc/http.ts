@@ -17,6 +17,7 @@ import {
   knownAnswer,
   type OperationAnswer,
 } from "~/server/idempotency";
+import { withRequestContext } from "~/server/observability/request-context";
 import { OPERATIONS } from "~/server/operations";
 import { getLogger } from "~/shared/logger";
 import type { PlainRequest, PlainResponse } from "~/shared/plain-http";
@@ -93,7 +94,9 @@ export async function plainTrpc(
     ctx = await createTrpcContext(app, req, headers).catch((cause: unknown) => {
       throw getTRPCErrorFromUnknown(cause);
     });
-    const known = await knownReplay(app, ctx, call);
+    const { requestId } = ctx;
+    // Under the request's id, as the procedure's own middleware runs it (its log lines carry it).
+    const known = await withRequestContext({ requestId }, () => knownReplay(app, ctx as TrpcContext, call));
     if (known !== undefined) return answerOf(200, resHeaders, known);
     const data = await call.procedure({
       path: call.path,
