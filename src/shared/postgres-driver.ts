@@ -230,7 +230,12 @@ function lazilyRelational(
   if (!schema) return tx;
   const made = tx as unknown as { schema: unknown; _: Record<string, unknown> };
   made.schema = schema;
-  made._ = { schema: schema.schema, fullSchema: schema.fullSchema, tableNamesMap: schema.tableNamesMap, session };
+  made._ = {
+    schema: schema.schema,
+    fullSchema: schema.fullSchema,
+    tableNamesMap: schema.tableNamesMap,
+    session,
+  };
   let query: unknown;
   Object.defineProperty(tx, "query", {
     configurable: true,
