@@ -137,6 +137,33 @@ describe("the event worker", () => {
     }
   });
 
+  test("stop() returns when the job runner's connections hang (it is not waited for past stopTimeoutMs)", {
+    timeout: 60_000,
+  }, async ({ app, database }) => {
+    const proxy = await startPgProxy(database.url);
+    const worker = await startWorker(database.db, {
+      connectionString: proxy.url,
+      concurrency: 2,
+      relayIntervalMs: 50,
+      pollIntervalMs: 200,
+      heartbeatMs: 200,
+      // Not replaced while the test looks: the hung runner is the one stop() must deal with.
+      stallMs: 60_000,
+      stopTimeoutMs: 500,
+      log: pino({ level: process.env.WORKER_TEST_LOG ?? "silent" }),
+    });
+    try {
+      const first = await placePaidOrder(app, mug);
+      await expect.poll(() => shippedCount(database, [first.orderId]), { timeout: 30_000 }).toBe(1);
+      expect(proxy.freezeAll()).toBeGreaterThan(0);
+      const started = Date.now();
+      await worker.stop();
+      expect(Date.now() - started).toBeLessThan(5_000);
+    } finally {
+      await proxy.close();
+    }
+  });
+
   test("a new job runner slower to start than the stall period is given its time, not replaced again and again", {
     timeout: 120_000,
   }, async ({ app, database }) => {

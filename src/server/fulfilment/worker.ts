@@ -37,6 +37,12 @@ export interface WorkerOptions {
    * The worker script exits, so that its supervisor starts it afresh. Absent: the runner is replaced again.
    */
   onGiveUp?: (reason: string) => void;
+  /**
+   * How long stop() waits for the job runner to finish its running jobs and close its pool (default 10 s). A
+   * runner whose connections hang never does: past this, stop() goes on without it (its jobs are reclaimed
+   * by the other workers' heartbeat, as a dead worker's are) rather than never returning.
+   */
+  stopTimeoutMs?: number;
 }
 
 /** Stuck runners replaced in a row, with no job finished in between, before the worker gives up (onGiveUp). */
@@ -311,8 +317,22 @@ export async function startWorker(db: Db, options: WorkerOptions): Promise<Runni
         clearInterval(liveness);
         if (submitter) clearInterval(submitter);
         stopped = true;
-        // Stops taking jobs and waits for the running ones; a second signal must not throw.
-        await runner?.stop().catch((err: unknown) => options.log.debug({ err }, "worker already stopped"));
+        // Stops taking jobs and waits for the running ones (a second signal must not throw), for a bounded time.
+        const runnerStopped = runner
+          ?.stop()
+          .catch((err: unknown) => options.log.debug({ err }, "worker already stopped"));
+        let timer: NodeJS.Timeout | undefined;
+        const outwaited = await Promise.race([
+          runnerStopped?.then(() => false),
+          new Promise<boolean>((resolve) => {
+            timer = setTimeout(() => resolve(true), options.stopTimeoutMs ?? 10_000);
+          }),
+        ]);
+        clearTimeout(timer);
+        if (outwaited)
+          options.log.error(
+            "the job runner did not stop in time (its connections hang?); stopping without it",
+          );
         await db
           .execute(sql`DELETE FROM worker_heartbeat WHERE process = ${PROCESS}`)
           .catch((err: unknown) => options.log.debug({ err }, "could not remove heartbeats"));
