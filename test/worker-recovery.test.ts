@@ -1,6 +1,6 @@
 import pino from "pino";
 import { alertsFrom, opsFigures } from "~/server/admin/alerts";
-import { startWorker } from "~/server/fulfilment/worker";
+import { startWorker, type WorkerOptions } from "~/server/fulfilment/worker";
 import type { TestDatabase } from "./support/database";
 import { describe, expect, test } from "./support/fixtures";
 import { startPgProxy } from "./support/pg-proxy";
@@ -28,8 +28,12 @@ async function listeners(database: TestDatabase, dropped: Set<number>) {
   return rows.map((row) => row.pid);
 }
 
-/** An event worker that polls, relays and beats fast, so a test sees recovery within seconds. */
-const quickWorker = (database: TestDatabase) =>
+/**
+ * An event worker that polls, relays and beats fast, so a test sees recovery within seconds; its queue
+ * connections go where `overrides.connectionString` says (a proxy that can freeze them), its consumers'
+ * through the test's own pool.
+ */
+const quickWorker = (database: TestDatabase, overrides: Partial<WorkerOptions> = {}) =>
   startWorker(database.db, {
     connectionString: database.url,
     concurrency: 2,
@@ -37,6 +41,7 @@ const quickWorker = (database: TestDatabase) =>
     pollIntervalMs: 200,
     heartbeatMs: 200,
     log: pino({ level: process.env.WORKER_TEST_LOG ?? "silent" }),
+    ...overrides,
   });
 
 describe("the event worker", () => {
@@ -110,15 +115,7 @@ describe("the event worker", () => {
   }, async ({ app, database }) => {
     // The queue's connections go through a proxy that can freeze them; the consumers' own pool does not.
     const proxy = await startPgProxy(database.url);
-    const worker = await startWorker(database.db, {
-      connectionString: proxy.url,
-      concurrency: 2,
-      relayIntervalMs: 50,
-      pollIntervalMs: 200,
-      heartbeatMs: 200,
-      stallMs: 1_500,
-      log: pino({ level: process.env.WORKER_TEST_LOG ?? "silent" }),
-    });
+    const worker = await quickWorker(database, { connectionString: proxy.url, stallMs: 1_500 });
     try {
       const first = await placePaidOrder(app, mug);
       await expect.poll(() => shippedCount(database, [first.orderId]), { timeout: 30_000 }).toBe(1);
@@ -141,16 +138,11 @@ describe("the event worker", () => {
     timeout: 60_000,
   }, async ({ app, database }) => {
     const proxy = await startPgProxy(database.url);
-    const worker = await startWorker(database.db, {
+    // Not replaced while the test looks: the hung runner is the one stop() must deal with.
+    const worker = await quickWorker(database, {
       connectionString: proxy.url,
-      concurrency: 2,
-      relayIntervalMs: 50,
-      pollIntervalMs: 200,
-      heartbeatMs: 200,
-      // Not replaced while the test looks: the hung runner is the one stop() must deal with.
       stallMs: 60_000,
       stopTimeoutMs: 500,
-      log: pino({ level: process.env.WORKER_TEST_LOG ?? "silent" }),
     });
     try {
       const first = await placePaidOrder(app, mug);
@@ -177,12 +169,9 @@ describe("the event worker", () => {
         },
       },
     );
-    const worker = await startWorker(database.db, {
+    const worker = await quickWorker(database, {
       connectionString: proxy.url,
-      concurrency: 2,
-      relayIntervalMs: 50,
       pollIntervalMs: 100,
-      heartbeatMs: 200,
       stallMs: 400,
       log,
     });

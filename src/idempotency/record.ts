@@ -110,7 +110,7 @@ export function claimInTransactionStatement(
 
 /**
  * The one-transaction holder's outcome: an UPDATE of the row its own claim inserted, sent with COMMIT. It
- * changes no indexed column, so it is a HOT update (test/idempotency-record-hot.test.ts).
+ * changes no indexed column, so it is a HOT update (test/stuck-records-index.test.ts).
  */
 export function storeInTransactionStatement(
   store: RecordStore<unknown>,

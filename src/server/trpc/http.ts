@@ -91,12 +91,14 @@ export async function plainTrpc(
   };
   let ctx: TrpcContext | undefined;
   try {
-    ctx = await createTrpcContext(app, req, headers).catch((cause: unknown) => {
+    const context = await createTrpcContext(app, req, headers).catch((cause: unknown) => {
       throw getTRPCErrorFromUnknown(cause);
     });
-    const { requestId } = ctx;
+    ctx = context;
     // Under the request's id, as the procedure's own middleware runs it (its log lines carry it).
-    const known = await withRequestContext({ requestId }, () => knownReplay(app, ctx as TrpcContext, call));
+    const known = await withRequestContext({ requestId: context.requestId }, () =>
+      knownReplay(app, context, call),
+    );
     if (known !== undefined) return answerOf(200, resHeaders, known);
     const data = await call.procedure({
       path: call.path,
