@@ -49,7 +49,7 @@ const REPLAY_KEYS = 5_000;
  *            of issue 27 are ratios to it (skipped, with the reason, when no Redis answers)
  */
 export async function orderPaths(bench: Bench) {
-  const { db, app, cookie, userId, settled, meter, add, total, url } = bench;
+  const { app, cookie, userId, meter, add, total, url } = bench;
   const floor = await startFloor(url);
   bench.cleanups.unshift(() => floor.stop());
   const peer = await startPeerIfRedis(bench);
@@ -185,36 +185,7 @@ export async function orderPaths(bench: Bench) {
       p.id === "floor" ? floor.child : p.id === "peer-first" ? peer?.server.child : undefined,
     );
   }
-  if (peer) await peerReplay(bench, peer, created.get("peer-first") ?? 0);
-
-  for (const [id, scenario, first] of [
-    ["replay-trpc", "5 replay, tRPC", paths[2]],
-    ["replay-rest", "6 replay, REST", paths[3]],
-  ] as const) {
-    if (!first?.userId) continue;
-    log(`${scenario}: the same keys again`);
-    const keys = (
-      await db.$client<{ request_id: string }[]>`
-        SELECT request_id FROM orders WHERE user_id = ${first.userId}
-         ORDER BY created_at DESC LIMIT ${REPLAY_KEYS}`
-    ).map((r) => r.request_id);
-    const cpu = meter();
-    const replay = await cpu.measure(
-      () => run(orderLoad(app.baseUrl, first.transport, keys, 0, null)),
-      total,
-    );
-    const before = created.get(first.id) ?? 0;
-    const after = await settled(`SELECT count(*)::int AS n FROM orders WHERE user_id = '${first.userId}'`);
-    const same = await answersAgree(app.baseUrl, first.transport);
-    add(
-      id,
-      scenario,
-      replay,
-      `${after - before} new orders (must be 0); ${same.same}/${same.checked} replays byte for byte the first answer`,
-      after === before && same.same === same.checked,
-      cpu,
-    );
-  }
+  await replays(bench, paths, created, peer);
 
   // The least any node:http server spends on a request (read it, answer from memory): no replay beats it.
   log("replay ceiling: the floor's bare node:http answering from memory");
@@ -264,30 +235,99 @@ async function startPeerIfRedis(bench: Bench): Promise<Peer | undefined> {
 }
 
 /** The peer's replays: the keys of its first executions again; no new order, the stored answer. */
-async function peerReplay(bench: Bench, peer: Peer, created: number) {
-  log("8 peer: replay, the same keys again");
-  const keys = (
-    await peer.db.sql<{ request_id: string }[]>`
-      SELECT request_id FROM orders WHERE user_id = ${peer.server.userId}
-       ORDER BY created_at DESC LIMIT ${REPLAY_KEYS}`
-  ).map((r) => r.request_id);
-  const cpu = processMeter(peer.server);
-  const replay = await cpu.measure(
-    () => run(orderLoad(peer.server.baseUrl, { kind: "peer" }, keys, 0, null)),
-    bench.total,
+/** A path's replays: its most recent keys again, and how to check nothing new was written. */
+interface Replay {
+  id: string;
+  scenario: string;
+  baseUrl: string;
+  transport: Transport;
+  keys: string[];
+  cpu: CpuMeter;
+  runs: autocannon.Result[];
+  /** Whose orders they are, where they are counted, and how many there were before. */
+  orders: { userId: string; settled: (sql: string) => Promise<number>; before: number };
+  /** Ours: 20 fresh keys each sent twice must get the first answer's bytes back. */
+  bytes: boolean;
+  process?: BenchServer["child"];
+}
+
+/**
+ * 5, 6 and the peer's replay: the same keys again. Like the first executions, the three take turns in short
+ * rounds, so drift on a shared machine hits them alike (run one after the other, a replay's ratio to the
+ * peer's moved by a quarter between runs of the same code).
+ */
+async function replays(bench: Bench, paths: Path[], created: Map<string, number>, peer: Peer | undefined) {
+  const { db, app, meter, settled, add, total } = bench;
+  const recent = async (sql: typeof db.$client, userId: string) =>
+    (
+      await sql<{ request_id: string }[]>`
+        SELECT request_id FROM orders WHERE user_id = ${userId} ORDER BY created_at DESC LIMIT ${REPLAY_KEYS}`
+    ).map((r) => r.request_id);
+  const all: Replay[] = [];
+  if (peer)
+    all.push({
+      id: "peer-replay",
+      scenario: "8 peer: replay, @node-idempotency + Redis in Express",
+      baseUrl: peer.server.baseUrl,
+      transport: { kind: "peer" },
+      keys: await recent(peer.db.sql as typeof db.$client, peer.server.userId),
+      cpu: processMeter(peer.server),
+      runs: [],
+      orders: {
+        userId: peer.server.userId,
+        settled: peer.db.settled,
+        before: created.get("peer-first") ?? 0,
+      },
+      bytes: false,
+      process: peer.server.child,
+    });
+  for (const [id, scenario, first] of [
+    ["replay-trpc", "5 replay, tRPC", paths[2]],
+    ["replay-rest", "6 replay, REST", paths[3]],
+  ] as const) {
+    if (!first?.userId) continue;
+    all.push({
+      id,
+      scenario,
+      baseUrl: app.baseUrl,
+      transport: first.transport,
+      keys: await recent(db.$client, first.userId),
+      cpu: meter(),
+      runs: [],
+      orders: { userId: first.userId, settled, before: created.get(first.id) ?? 0 },
+      bytes: true,
+    });
+  }
+  log(
+    `replays (${all.map((r) => r.scenario).join("; ")}): the same keys again, ${ROUNDS} interleaved rounds`,
   );
-  const after = await peer.db.settled(
-    `SELECT count(*)::int AS n FROM orders WHERE user_id = '${peer.server.userId}'`,
-  );
-  bench.add(
-    "peer-replay",
-    "8 peer: replay, @node-idempotency + Redis in Express",
-    replay,
-    `${after - created} new orders (must be 0)`,
-    after === created,
-    cpu,
-    peer.server.child,
-  );
+  for (let round = 0; round < ROUNDS; round++) {
+    for (const r of all) {
+      r.runs.push(
+        await r.cpu.measure(
+          () => run({ ...orderLoad(r.baseUrl, r.transport, r.keys, 0, null), duration: DURATION / ROUNDS }),
+          total,
+        ),
+      );
+    }
+  }
+  for (const r of all) {
+    const result = combine(r.runs);
+    const after = await r.orders.settled(
+      `SELECT count(*)::int AS n FROM orders WHERE user_id = '${r.orders.userId}'`,
+    );
+    const same = r.bytes ? await answersAgree(app.baseUrl, r.transport) : undefined;
+    add(
+      r.id,
+      r.scenario,
+      result,
+      `${after - r.orders.before} new orders (must be 0)` +
+        (same ? `; ${same.same}/${same.checked} replays byte for byte the first answer` : ""),
+      after === r.orders.before && (!same || same.same === same.checked),
+      r.cpu,
+      r.process,
+    );
+  }
 }
 
 /** New keys, each sent twice: the second answer must be the first one's bytes (tRPC's `replayed` flag aside). */
