@@ -234,7 +234,6 @@ async function startPeerIfRedis(bench: Bench): Promise<Peer | undefined> {
   return { server, db };
 }
 
-/** The peer's replays: the keys of its first executions again; no new order, the stored answer. */
 /** A path's replays: its most recent keys again, and how to check nothing new was written. */
 interface Replay {
   id: string;
@@ -270,7 +269,7 @@ async function replays(bench: Bench, paths: Path[], created: Map<string, number>
       scenario: "8 peer: replay, @node-idempotency + Redis in Express",
       baseUrl: peer.server.baseUrl,
       transport: { kind: "peer" },
-      keys: await recent(peer.db.sql as typeof db.$client, peer.server.userId),
+      keys: await recent(peer.db.sql, peer.server.userId),
       cpu: processMeter(peer.server),
       runs: [],
       orders: {
