@@ -3,7 +3,7 @@ import { TRPCError } from "@trpc/server";
 import { describe, expect, it } from "vitest";
 import type { AppContext } from "~/server/app-context";
 import { closeDb, createDb, pgClient } from "~/server/db/client";
-import { deleteExpiredRecords } from "~/server/idempotency";
+import { batchStatsOf, deleteExpiredRecords, fingerprint } from "~/server/idempotency";
 import { createOrder } from "~/server/orders/create-order";
 import { createCaller } from "~/server/trpc/root";
 import type { TestDatabase } from "./support/database";
@@ -65,6 +65,29 @@ describe("checkout.createOrder", () => {
     }
     expect(orderIds.size).toBe(1);
     expect(await counts(userId)).toEqual({ orders: 1, items: 2, records: 1 });
+  });
+
+  it("places 40 orders × 3 concurrent copies through the procedure, sharing transactions: 40 orders, 40 records", async () => {
+    const userId = shopper();
+    const before = batchStatsOf(app.db);
+    const inputs = Array.from({ length: 40 }, (_, i) => ({
+      requestId: randomUUID(),
+      items: mug(1 + (i % 3)),
+    }));
+    const results = await Promise.all(
+      inputs.flatMap((input) => [0, 1, 2].map(() => caller(userId).checkout.createOrder(input))),
+    );
+    // Every copy of a request got its order, and no two requests share one.
+    const byRequest = new Map<string, Set<string>>();
+    results.forEach((result, i) => {
+      const requestId = inputs[Math.floor(i / 3)]?.requestId ?? "";
+      byRequest.set(requestId, (byRequest.get(requestId) ?? new Set()).add(result.orderId));
+    });
+    expect([...byRequest.values()].every((ids) => ids.size === 1)).toBe(true);
+    expect(new Set(results.map((r) => r.orderId)).size).toBe(40);
+    expect(await counts(userId)).toEqual({ orders: 40, items: 40, records: 40 });
+    // The app batches first executions of orders without a coupon (IDEMPOTENCY_BATCH_SIZE): some here shared one.
+    expect(batchStatsOf(app.db).calls).toBeGreaterThan(before.calls);
   });
 
   it("treats the same items in another order or split over lines as the same request", async () => {
@@ -251,6 +274,32 @@ describe("checkout.createOrder", () => {
     expect((await counts(userId))?.orders).toBe(1);
   });
 
+  it('keeps on the order the fingerprint its idempotency record holds: one meaning of "the same request"', async () => {
+    const userId = shopper();
+    const requestId = randomUUID();
+    // Lines split and out of SKU order: the fingerprint is of the canonical request, on both rows.
+    const items = [
+      { skuId: "SKU-MUG", quantity: 1 },
+      { skuId: "SKU-KETTLE", quantity: 1 },
+      { skuId: "SKU-MUG", quantity: 1 },
+    ];
+    await createOrder(t.db, userId, { requestId, items });
+    const [row] = await t.sql<{ order: string; record: string }[]>`
+      SELECT o.request_fingerprint AS order, r.fingerprint AS record
+        FROM orders o JOIN idempotency_record r ON r.user_id = o.user_id AND r.idempotency_key = o.request_id
+       WHERE o.user_id = ${userId} AND o.request_id = ${requestId}`;
+    expect(row?.order).toMatch(/^[0-9a-f]{64}$/);
+    expect(row?.order).toBe(row?.record);
+    // And it is the fingerprint of the order's canonical request, as insertOrder computes it on its own.
+    expect(row?.order).toBe(
+      fingerprint("order.create", {
+        items: [
+          { skuId: "SKU-KETTLE", quantity: 1 },
+          { skuId: "SKU-MUG", quantity: 2 },
+        ],
+      }),
+    );
+  });
   it("answers a retryable 503, and writes nothing, when the server it reaches has become a read-only standby", async () => {
     // A failover or a switchover demotes the primary: until the load balancer's health check sees it, a
     // connection can still land on it, and every write fails with 25006 (read_only_sql_transaction).

@@ -1,3 +1,4 @@
+import { BATCH_CLAIM_WAIT_MS, type BatchAnswer, batcherOf } from "./claim-in-batch";
 import { executeUnderLease, sleep } from "./claim-with-lease";
 import { guard, inProgress, storedRefusal, unavailableIfTransient } from "./errors";
 import { LOCK_NOT_AVAILABLE, pipelined, UNIQUE_VIOLATION } from "./postgres";
@@ -28,8 +29,43 @@ import { type Call, type ExecuteResult, type IdempotentResult, versionOf } from 
  * reads the stored outcome; a claim that outlasts the wait is REQUEST_IN_PROGRESS. A holder that
  * crashes, or loses its connection, simply aborts: no claim is left behind, no lease needed. A holder
  * that hangs inside its transaction is ended by the pool's idle_in_transaction_session_timeout.
+ *
+ * With `config.batch`, a call of an operation declared `batchable` first goes through a batch (./claim-in-batch.ts):
+ * several first executions in one transaction. What the batch cannot settle is settled here, as for any call.
  */
 export async function claimInTransaction<T, Tx>(call: Call<T, Tx>): Promise<IdempotentResult<T>> {
+  const batch = call.config.batch;
+  if (!batch || !call.op.batchable) return claimAlone(call);
+  const answer = await batcherOf(call.store as never, batch, claimInRunner as never).submit(call);
+  switch (answer.kind) {
+    case "done":
+      return answer.result;
+    case "threw":
+      throw answer.error;
+    case "failed":
+      return storeOrRelease(call, answer.error);
+    case "alone":
+      return claimAlone(call);
+  }
+}
+
+/** Thrown inside a runner by a call that would wait for another holder: it leaves, and waits outside. */
+const LEFT = Symbol("left the runner");
+
+/**
+ * A batch of one: the call as it runs alone, but on a runner, so it waits for no other holder of its key (a
+ * claim that would wait, or a key still being worked on, leaves the runner and is settled by `claimAlone`).
+ */
+async function claimInRunner<T, Tx>(call: Call<T, Tx>): Promise<BatchAnswer<T>> {
+  try {
+    return { kind: "done", result: await claimAlone(call, BATCH_CLAIM_WAIT_MS) };
+  } catch (error) {
+    return error === LEFT ? { kind: "alone" } : { kind: "threw", error };
+  }
+}
+
+/** The claim, the business writes and the outcome in one transaction of this call's own. `claimWaitMs`: see claimInRunner. */
+async function claimAlone<T, Tx>(call: Call<T, Tx>, claimWaitMs?: number): Promise<IdempotentResult<T>> {
   const { store, op, config, requestFingerprint } = call;
   const deadline = Date.now() + config.waitMs;
   for (;;) {
@@ -39,7 +75,7 @@ export async function claimInTransaction<T, Tx>(call: Call<T, Tx>): Promise<Idem
     let attempt: Attempt;
     let taken = false;
     try {
-      const waitMs = Math.max(1, deadline - Date.now());
+      const waitMs = claimWaitMs ?? Math.max(1, deadline - Date.now());
       const [, timed, claimed, , executed] = await Promise.allSettled([
         conn.sql`BEGIN`.execute(),
         // Also the database's clock just before the claim: a holder that finished after it made this one wait.
@@ -53,7 +89,7 @@ export async function claimInTransaction<T, Tx>(call: Call<T, Tx>): Promise<Idem
       if (claimed.status === "rejected") {
         const code = (claimed.reason as { code?: string }).code;
         if (code === UNIQUE_VIOLATION) taken = true;
-        else if (code === LOCK_NOT_AVAILABLE) throw inProgress(undefined);
+        else if (code === LOCK_NOT_AVAILABLE) throw claimWaitMs === undefined ? inProgress(undefined) : LEFT;
         else throw claimed.reason;
       } else if (executed.status === "rejected") {
         throw executed.reason;
@@ -97,9 +133,13 @@ export async function claimInTransaction<T, Tx>(call: Call<T, Tx>): Promise<Idem
     } finally {
       await conn.close({ ended });
     }
-    if ("failed" in attempt) return storeOrRelease(call, attempt.failed);
+    if ("failed" in attempt) {
+      if (attempt.failed === LEFT) throw LEFT;
+      return storeOrRelease(call, attempt.failed);
+    }
     const found = await settle(store, op, attempt.existing, requestFingerprint, config, deadline);
     if (found === "again") {
+      if (claimWaitMs !== undefined) throw LEFT;
       // Released, or a lease holder still at work: give it a moment, then claim again.
       if (attempt.existing?.status === "PROCESSING") await sleep(10);
       continue;

@@ -1,4 +1,5 @@
 import type postgres from "postgres";
+import type { BatchConfig } from "./claim-in-batch";
 import type { StoredRefusal } from "./errors";
 import type { Absorber, IdempotencyEvent } from "./events";
 import type { ReplayCache } from "./replay-cache";
@@ -36,6 +37,8 @@ export interface IdempotencyConfig {
   observe?: (event: IdempotencyEvent) => void;
   /** This instance's replay cache (absent: every replay reads the database). */
   cache?: ReplayCache;
+  /** Several first executions of `batchable` operations in one transaction (./claim-in-batch.ts; absent: never). */
+  batch?: BatchConfig;
 }
 
 export const DEFAULT_IDEMPOTENCY_CONFIG: IdempotencyConfig = {
@@ -89,6 +92,11 @@ export interface IdempotentOperation<T, Tx> extends KeyRef {
   prepare?: () => Promise<void>;
   /** How the key is held; default: `lease` with `prepare`, else `transaction` (one commit). */
   claim?: ClaimKind;
+  /**
+   * May share its transaction with other calls' (`config.batch`): its business statements take no row lock
+   * another call could hold, and wait on no other key than its own, so calls in one transaction cannot deadlock.
+   */
+  batchable?: boolean;
   /** Reads a success stored under an older `answerVersion` as this code answers it (absent: as stored). */
   upgradeAnswer?: (stored: unknown, storedVersion: number) => T;
 }

@@ -73,6 +73,9 @@ export function getAppContext(): AppContext {
       leaseMs: env.IDEMPOTENCY_LEASE_MS,
       waitMs: env.IDEMPOTENCY_WAIT_MS,
       observe: telemetry.observer.idempotency,
+      ...(env.IDEMPOTENCY_BATCH_SIZE > 1
+        ? { batch: { maxSize: env.IDEMPOTENCY_BATCH_SIZE, runners: env.IDEMPOTENCY_BATCH_RUNNERS } }
+        : {}),
       ...(env.IDEMPOTENCY_CACHE_ENTRIES > 0
         ? {
             cache: new ReplayCache({

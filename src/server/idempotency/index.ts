@@ -1,5 +1,6 @@
 export {
   type Acquired,
+  type BatchStats,
   DEFAULT_IDEMPOTENCY_CONFIG,
   DEFAULT_REPLAY_CACHE_OPTIONS,
   fingerprint,
@@ -27,4 +28,11 @@ export {
   type RestBinding,
   runOperation,
 } from "./operation";
-export { acquire, executeUnderLease, type IdempotentOperation, recordStore, runIdempotent } from "./run";
+export {
+  acquire,
+  batchStatsOf,
+  executeUnderLease,
+  type IdempotentOperation,
+  recordStore,
+  runIdempotent,
+} from "./run";

@@ -36,6 +36,11 @@ export interface Operation<S extends z.ZodType, R, D = unknown, I = z.output<S>>
   prepare?: (db: Db, input: I, ctx: OperationContext<D>) => Promise<void>;
   /** How its key is held (src/idempotency/run.ts, claimOf): default `lease` with `prepare`, else `transaction`. */
   claim?: ClaimKind;
+  /**
+   * This call may share its transaction with other first executions (src/idempotency/claim-in-batch.ts): its
+   * statements lock no row another call could lock, and wait on no key but its own.
+   */
+  batchable?: (input: I) => boolean;
   /** The business writes, in the transaction that also stores the answer. */
   execute: (tx: Tx, input: I, ctx: OperationContext<D>) => Promise<Executed<R>>;
   /** Work after the commit (telling the provider); best effort, idempotent; never changes the answer. */
@@ -180,6 +185,7 @@ export async function runOperation<S extends z.ZodType, R, D, I = z.output<S>>(
       request: canonicalRequest(op as unknown as Operation<z.ZodType, unknown, never, I>, call.input),
       storedErrors: op.storedErrors,
       ...(op.claim ? { claim: op.claim } : {}),
+      ...(op.batchable?.(call.input) ? { batchable: true } : {}),
       execute: async (tx) => {
         const executed = await op.execute(tx, call.input, ctx);
         return { result: executed, bizId: executed.bizId ?? null };

@@ -44,6 +44,11 @@ export async function runIdempotent<T>(
   }
 }
 
+/** How many batches of first executions ran on this pool, and how many calls they took (tests, the bench). */
+export function batchStatsOf(db: Db): core.BatchStats {
+  return core.batchStats(recordStore(db) as core.RecordStore<unknown>);
+}
+
 /** Claims a key with a lease outside any operation (tests: a holder that stops, a key held by another scope). */
 export async function acquire(
   db: Db,

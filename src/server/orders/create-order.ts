@@ -42,6 +42,9 @@ export const createOrderOperation = defineOperation({
     "COUPON_ALREADY_USED",
   ],
   gateway: "per-shopper-and-key",
+  // Without a coupon the order takes no row lock (the lines are read, not locked; the order's unique key is the
+  // request id, the record's key): it may share a transaction with other orders. A coupon's redemption locks it.
+  batchable: (input) => !input.couponCode,
   // The same lines in another order, or split over two entries, are the same request.
   canonical: (input) => canonicalOrderRequest(normaliseLines(input.items), input.couponCode),
   execute: async (tx, input, { userId }) => {

@@ -1,0 +1,264 @@
+import { guard } from "./errors";
+import { LOCK_NOT_AVAILABLE } from "./postgres";
+import { claimInTransactionStatement, storeInTransactionStatement } from "./record";
+import type { Call, ExecuteResult, IdempotentResult, RecordStore } from "./types";
+import { versionOf } from "./types";
+
+/**
+ * Several first executions in one transaction (docs/idempotency.md, "Batches"): one commit, and k + 1 round
+ * trips for k calls instead of 2k. Under load, calls of operations declared `batchable` queue here, and each of
+ * at most `runners` runners takes up to `maxSize` of them at a time onto one connection:
+ *
+ *   BEGIN, and a lock_timeout of BATCH_CLAIM_WAIT_MS for the whole transaction
+ *   for each call, in key order, one round trip:
+ *     SAVEPOINT, the claim, the business statements
+ *     then, sent with the next call's: the outcome (UPDATE) and RELEASE, or ROLLBACK TO the savepoint
+ *   COMMIT
+ *
+ * Nothing of a call is seen by anyone before COMMIT, as with a call alone. A call that cannot be settled
+ * inside the batch leaves it at once, rolled back to its savepoint, and runs alone as before:
+ * - its claim found the key taken, or would have waited for a holder (a duplicate never holds a batch up);
+ * - its business statements would have waited for a lock: alone, they wait as long as they need (batchable
+ *   operations lock nothing another call holds, so this is rare: a table growing, say);
+ * - its business statements failed: a declared refusal is stored, anything else frees the key (`failed`).
+ * If the batch's transaction fails as a whole (its COMMIT, a lost connection), every call that was in it
+ * fails with that error, and none of its writes stay.
+ *
+ * A batch of one is a call alone, run on the runner (./claim-in-transaction.ts, claimInRunner): the same
+ * statements and round trips as without batches, except that its claim, too, waits for no other holder.
+ */
+
+/** How batches are formed; absent from the config: every call runs alone. */
+export interface BatchConfig {
+  /** The most calls in one transaction. */
+  maxSize: number;
+  /** The most batches (each on a connection of its own) at once. */
+  runners: number;
+}
+
+/** How long a claim on a runner waits for another holder of its key before leaving (to wait elsewhere). */
+export const BATCH_CLAIM_WAIT_MS = 5;
+const BATCH_LOCK_TIMEOUT = `${BATCH_CLAIM_WAIT_MS}ms`;
+
+/** What a call learnt on a runner. */
+export type BatchAnswer<T> =
+  /** Its answer: a first execution. */
+  | { kind: "done"; result: IdempotentResult<T> }
+  /** Its answer, a refusal or an error, final (a batch of one, settled as a call alone is). */
+  | { kind: "threw"; error: unknown }
+  /** Its attempt failed and rolled back: settle it as a failed attempt alone is (store a refusal, or free the key). */
+  | { kind: "failed"; error: unknown }
+  /** Nothing of it happened: run it alone. */
+  | { kind: "alone" };
+
+/** A batch of one, run on the runner. */
+export type RunAlone = (call: Call<unknown, unknown>) => Promise<BatchAnswer<unknown>>;
+
+interface Waiting {
+  call: Call<unknown, unknown>;
+  settle: (answer: BatchAnswer<unknown>) => void;
+}
+
+/** Counts, for tests and the bench: how many batches ran, and how many calls they took. */
+export interface BatchStats {
+  batches: number;
+  calls: number;
+  largest: number;
+}
+
+class Batcher {
+  private readonly waiting: Waiting[] = [];
+  private running = 0;
+
+  constructor(
+    private readonly store: RecordStore<unknown>,
+    private readonly config: BatchConfig,
+    private readonly stats: BatchStats,
+    private readonly alone: RunAlone,
+  ) {}
+
+  submit<T, Tx>(call: Call<T, Tx>): Promise<BatchAnswer<T>> {
+    return new Promise((settle) => {
+      this.waiting.push({ call: call as Call<unknown, unknown>, settle: settle as Waiting["settle"] });
+      this.pump();
+    });
+  }
+
+  private pump() {
+    while (this.running < this.config.runners && this.waiting.length > 0) {
+      const taken = this.waiting.splice(0, this.config.maxSize);
+      this.running++;
+      this.run(taken).finally(() => {
+        this.running--;
+        this.pump();
+      });
+    }
+  }
+
+  private async run(taken: Waiting[]) {
+    try {
+      const [only] = taken;
+      if (taken.length === 1 && only) {
+        only.settle(await this.alone(only.call));
+        return;
+      }
+      this.stats.batches++;
+      this.stats.calls += taken.length;
+      this.stats.largest = Math.max(this.stats.largest, taken.length);
+      // Key order: two batches that share keys take them in the same order.
+      taken.sort((a, b) => compareKeys(a.call, b.call));
+      const answers = await runBatch(this.store, taken);
+      taken.forEach((waiting, i) => {
+        waiting.settle(answers[i] ?? { kind: "alone" });
+      });
+    } catch (error) {
+      // Not expected (every statement's failure is caught where it is sent); no call is left waiting on it.
+      for (const waiting of taken) waiting.settle({ kind: "failed", error });
+    }
+  }
+}
+
+function compareKeys(a: Call<unknown, unknown>, b: Call<unknown, unknown>): number {
+  const x = `${a.op.scope}\u0000${a.op.bizType}\u0000${a.op.key}`;
+  const y = `${b.op.scope}\u0000${b.op.bizType}\u0000${b.op.key}`;
+  return x < y ? -1 : x > y ? 1 : 0;
+}
+
+/** The batch's short lock_timeout ran out (lock_not_available), wherever in the error's causes it shows. */
+function waitedForLock(error: unknown): boolean {
+  for (let current = error, depth = 0; current && depth < 5; depth++) {
+    if ((current as { code?: unknown }).code === LOCK_NOT_AVAILABLE) return true;
+    current = (current as { cause?: unknown }).cause;
+  }
+  return false;
+}
+
+/** A statement's outcome, caught the moment it settles (a batch awaits some only at COMMIT). */
+type Settled<R> = Promise<{ ok: true; value: R } | { ok: false; error: unknown }>;
+function settled<R>(statement: PromiseLike<R>): Settled<R> {
+  return Promise.resolve(statement).then(
+    (value) => ({ ok: true as const, value }),
+    (error: unknown) => ({ ok: false as const, error }),
+  );
+}
+
+interface Kept {
+  index: number;
+  row: { record_id: string | number; expires_at: string | Date };
+  executed: ExecuteResult<unknown>;
+  askedAt: number;
+}
+
+async function runBatch(store: RecordStore<unknown>, taken: Waiting[]): Promise<BatchAnswer<unknown>[]> {
+  const answers: BatchAnswer<unknown>[] = taken.map(() => ({ kind: "alone" }));
+  let conn: Awaited<ReturnType<RecordStore<unknown>["hold"]>>;
+  try {
+    conn = await guard(() => store.hold());
+  } catch (error) {
+    return taken.map(() => ({ kind: "failed", error }));
+  }
+  const { sql } = conn;
+  // Statements awaited only at the end: any failure among them fails the whole batch.
+  const after: Settled<unknown>[] = [
+    settled(sql`BEGIN`.execute()),
+    settled(sql`SELECT set_config('lock_timeout', ${BATCH_LOCK_TIMEOUT}, true)`.execute()),
+  ];
+  const kept: Kept[] = [];
+  let ended = false;
+  try {
+    for (const [index, { call }] of taken.entries()) {
+      const { op, config, requestFingerprint } = call;
+      const askedAt = performance.now();
+      const [savepoint, claimed, executed] = await Promise.all([
+        settled(sql`SAVEPOINT batched`.execute()),
+        settled(claimInTransactionStatement(store, sql, op, requestFingerprint, config).execute()),
+        settled(op.execute(conn.tx)),
+      ]);
+      // The transaction itself is broken (an earlier statement failed, or the connection is gone).
+      if (!savepoint.ok) throw savepoint.error;
+      const row = claimed.ok ? claimed.value[0] : undefined;
+      if (row && executed.ok) {
+        const body = JSON.stringify(executed.value.result ?? null);
+        const bizId = executed.value.bizId ?? null;
+        after.push(
+          settled(storeInTransactionStatement(store, sql, op.scope, row.record_id, body, bizId).execute()),
+          settled(sql`RELEASE SAVEPOINT batched`.execute()),
+        );
+        kept.push({ index, row, executed: executed.value, askedAt });
+      } else {
+        after.push(
+          settled(sql`ROLLBACK TO SAVEPOINT batched`.execute()),
+          settled(sql`RELEASE SAVEPOINT batched`.execute()),
+        );
+        // A claim that failed: the key is taken or held; alone, it waits and replays as before. A claim that
+        // held but whose business statements failed: the call's own failure, settled as a call alone settles it
+        // (unless they only waited too long for a lock: then nothing happened, and alone they may wait).
+        if (claimed.ok && !executed.ok && !waitedForLock(executed.error)) {
+          answers[index] = { kind: "failed", error: executed.error };
+        }
+      }
+    }
+    // Nothing kept (every call left or failed): nothing to commit.
+    after.push(settled(kept.length > 0 ? sql`COMMIT`.execute() : sql`ROLLBACK`.execute()));
+    const results = await Promise.all(after);
+    ended = true;
+    const failed = results.find((r) => !r.ok);
+    if (failed && !failed.ok) throw failed.error;
+  } catch (error) {
+    // Nothing of the batch stays: every call it would have answered fails with the error.
+    for (const { index } of kept) answers[index] = { kind: "failed", error };
+    await conn.close({ ended });
+    return answers;
+  }
+  await conn.close({ ended: true });
+  for (const { index, row, executed, askedAt } of kept) {
+    const call = taken[index]?.call;
+    if (!call) continue;
+    const expiresAt = new Date(row.expires_at);
+    call.remember({
+      status: "SUCCESS",
+      responseBody: executed.result ?? null,
+      answerVersion: versionOf(call.op),
+      bizId: executed.bizId ?? null,
+      expiresAt,
+      remainingMs: call.config.ttlMs,
+      askedAt,
+    });
+    answers[index] = {
+      kind: "done",
+      result: {
+        result: executed.result,
+        bizId: executed.bizId ?? null,
+        replayed: false,
+        keyExpiresAt: expiresAt,
+      },
+    };
+  }
+  return answers;
+}
+
+/** Per store (one pool), a batcher per batch config (an app has one), and the store's counts. */
+const batchers = new WeakMap<
+  RecordStore<unknown>,
+  { stats: BatchStats; by: WeakMap<BatchConfig, Batcher> }
+>();
+
+/** The batcher of a store under a config, made on first use. */
+export function batcherOf(store: RecordStore<unknown>, config: BatchConfig, alone: RunAlone): Batcher {
+  let ofStore = batchers.get(store);
+  if (!ofStore) {
+    ofStore = { stats: { batches: 0, calls: 0, largest: 0 }, by: new WeakMap() };
+    batchers.set(store, ofStore);
+  }
+  let batcher = ofStore.by.get(config);
+  if (!batcher) {
+    batcher = new Batcher(store, config, ofStore.stats, alone);
+    ofStore.by.set(config, batcher);
+  }
+  return batcher;
+}
+
+/** How many batches ran on a store, and how many calls they took (tests, the bench). */
+export function batchStats(store: RecordStore<unknown>): BatchStats {
+  return { ...(batchers.get(store)?.stats ?? { batches: 0, calls: 0, largest: 0 }) };
+}
