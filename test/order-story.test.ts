@@ -226,6 +226,31 @@ describe("the story of one order, from what the layers recorded", () => {
     expect(rows).toEqual([{ count: 1001 }]);
   });
 
+  test("the attempt log: a flush whose prune fails does not write its counts again (one first stays one)", async ({
+    database,
+  }) => {
+    // The prune after a written flush fails, as when the database's connections drop between the two statements.
+    await database.sql.unsafe(`
+      CREATE FUNCTION refuse_prune() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN RAISE EXCEPTION 'connection dropped'; END $$;
+      CREATE TRIGGER refuse_prune BEFORE DELETE ON duplicate_attempt FOR EACH STATEMENT EXECUTE FUNCTION refuse_prune();`);
+    try {
+      const log = new AttemptLog(database.db, { flushMs: 60_000 });
+      const key = randomUUID();
+      log.add({ layer: "service", scope: "s", subject: "order.create", key, outcome: "first" });
+      await log.flush().catch(() => undefined);
+      await log.flush().catch(() => undefined);
+      const rows = await database.sql<
+        { count: number }[]
+      >`SELECT count FROM duplicate_attempt WHERE key = ${key}`;
+      expect(rows).toEqual([{ count: 1 }]);
+    } finally {
+      await database.sql.unsafe(
+        "DROP TRIGGER refuse_prune ON duplicate_attempt; DROP FUNCTION refuse_prune();",
+      );
+    }
+  });
+
   test("an order that does not exist has no story", async ({ app }) => {
     expect(await orderStory(app.db, { userId: randomUUID(), orderId: randomUUID() })).toBeUndefined();
   });
