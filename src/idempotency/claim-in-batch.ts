@@ -1,7 +1,7 @@
 import { guard } from "./errors";
-import { LOCK_NOT_AVAILABLE } from "./postgres";
+import { hasCode, LOCK_NOT_AVAILABLE } from "./postgres";
 import { claimInTransactionStatement, storeInTransactionStatement } from "./record";
-import type { Call, ExecuteResult, IdempotentResult, RecordStore } from "./types";
+import type { BatchConfig, Call, ExecuteResult, IdempotentResult, RecordStore } from "./types";
 import { versionOf } from "./types";
 
 /**
@@ -27,14 +27,6 @@ import { versionOf } from "./types";
  * A batch of one is a call alone, run on the runner (./claim-in-transaction.ts, claimInRunner): the same
  * statements and round trips as without batches, except that its claim, too, waits for no other holder.
  */
-
-/** How batches are formed; absent from the config: every call runs alone. */
-export interface BatchConfig {
-  /** The most calls in one transaction. */
-  maxSize: number;
-  /** The most batches (each on a connection of its own) at once. */
-  runners: number;
-}
 
 /** How long a claim on a runner waits for another holder of its key before leaving (to wait elsewhere). */
 export const BATCH_CLAIM_WAIT_MS = 5;
@@ -125,13 +117,7 @@ function compareKeys(a: Call<unknown, unknown>, b: Call<unknown, unknown>): numb
 }
 
 /** The batch's short lock_timeout ran out (lock_not_available), wherever in the error's causes it shows. */
-function waitedForLock(error: unknown): boolean {
-  for (let current = error, depth = 0; current && depth < 5; depth++) {
-    if ((current as { code?: unknown }).code === LOCK_NOT_AVAILABLE) return true;
-    current = (current as { cause?: unknown }).cause;
-  }
-  return false;
-}
+const waitedForLock = (error: unknown) => hasCode(error, (code) => code === LOCK_NOT_AVAILABLE);
 
 /** A statement's outcome, caught the moment it settles (a batch awaits some only at COMMIT). */
 type Settled<R> = Promise<{ ok: true; value: R } | { ok: false; error: unknown }>;

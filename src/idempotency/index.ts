@@ -5,7 +5,7 @@
  * and a config (its observer, its replay cache). Copy this folder to use it elsewhere; examples/plain-node
  * mounts it in a bare node:http server.
  */
-export { type BatchConfig, type BatchStats, batchStats } from "./claim-in-batch";
+export { type BatchStats, batchStats } from "./claim-in-batch";
 export { acquire, executeUnderLease } from "./claim-with-lease";
 export {
   IdempotencyError,
@@ -27,6 +27,7 @@ export { claimOf, runIdempotent } from "./run";
 export { recordSchema } from "./schema";
 export {
   type Acquired,
+  type BatchConfig,
   type Call,
   type ClaimKind,
   DEFAULT_IDEMPOTENCY_CONFIG,

@@ -53,13 +53,18 @@ const TRANSIENT_SQLSTATES = new Set([
 
 /** Database unreachable, connection lost, serialization failure: worth retrying. */
 export function isTransientError(error: unknown): boolean {
+  return hasCode(
+    error,
+    (code) => CONNECTION_ERROR_CODES.has(code) || TRANSIENT_SQLSTATES.has(code) || code.startsWith("08"), // 08: connection exception class
+  );
+}
+
+/** Whether the error, or one of the errors it was caused by, carries a code that `matches`. */
+export function hasCode(error: unknown, matches: (code: string) => boolean): boolean {
   let current: unknown = error;
   for (let depth = 0; current && depth < 5; depth++) {
     const code = (current as { code?: unknown }).code;
-    if (typeof code === "string") {
-      if (CONNECTION_ERROR_CODES.has(code) || TRANSIENT_SQLSTATES.has(code)) return true;
-      if (code.startsWith("08")) return true; // connection exception class
-    }
+    if (typeof code === "string" && matches(code)) return true;
     current = (current as { cause?: unknown }).cause;
   }
   return false;

@@ -1,5 +1,4 @@
 import type postgres from "postgres";
-import type { BatchConfig } from "./claim-in-batch";
 import type { StoredRefusal } from "./errors";
 import type { Absorber, IdempotencyEvent } from "./events";
 import type { ReplayCache } from "./replay-cache";
@@ -24,6 +23,14 @@ export interface HeldConnection<Tx> {
   sql: postgres.ReservedSql;
   /** Gives it back; `ended`: the caller saw its COMMIT or ROLLBACK, so no transaction is open. */
   close(options?: { ended?: boolean }): Promise<void>;
+}
+
+/** How batches of first executions are formed (./claim-in-batch.ts); absent from the config: every call runs alone. */
+export interface BatchConfig {
+  /** The most calls in one transaction. */
+  maxSize: number;
+  /** The most batches (each on a connection of its own) at once. */
+  runners: number;
 }
 
 export interface IdempotencyConfig {
