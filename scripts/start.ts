@@ -7,7 +7,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { getEnv } from "~/env";
 import { productionSecretProblems } from "~/env-secrets";
 import { assertDriverPatched } from "~/shared/postgres-driver";
-import { SERVE_ARGS } from "./lib/app-process";
+import { SERVE_ARGS, SERVE_ENV } from "./lib/app-process";
 import { ensureBuild, NEXT_BIN } from "./lib/build";
 import { prepareDatabase } from "./lib/database";
 import { removeEmbeddedData } from "./lib/embedded-postgres";
@@ -41,6 +41,7 @@ async function main() {
     stdio: "inherit",
     env: {
       ...process.env,
+      ...(mode === "dev" ? {} : SERVE_ENV),
       DATABASE_URL: database.url,
       NEXT_TELEMETRY_DISABLED: "1",
       // Given, or generated on first start and kept in SECRETS_FILE: the server (NODE_ENV=production) needs them given.

@@ -21,6 +21,14 @@ export const SERVE_ARGS = [
   SERVE_SCRIPT,
 ];
 
+/**
+ * Environment for the production server's process. glibc's malloc keeps an arena per thread that allocates
+ * (V8's helper threads, libuv's pool), up to 8 per core, and each holds freed memory: with two arenas, a default
+ * `npm run bench` run peaked at 262 MB instead of 275–294 MB on the same code, at no CPU the bench could see
+ * (docs/benchmark.md, "Seventh step"). Set MALLOC_ARENA_MAX to override.
+ */
+export const SERVE_ENV = { MALLOC_ARENA_MAX: process.env.MALLOC_ARENA_MAX ?? "2" };
+
 export interface AppProcess {
   baseUrl: string;
   child: ChildProcess;
@@ -55,6 +63,7 @@ export async function startAppProcess(options: {
   const child = spawn(process.execPath, args, {
     env: {
       ...process.env,
+      ...(dev ? {} : SERVE_ENV),
       NODE_ENV: dev ? "development" : "production",
       NEXT_TELEMETRY_DISABLED: "1",
       ...options.env,

@@ -44,6 +44,8 @@ export const TARGETS: readonly {
   { name: "replay over REST / floor", over: "replay-rest", under: "floor", atLeast: 4 },
 ];
 export const PEAK_RSS_TARGET_MB = 300;
+/** Issue 27: app CPU per signed notification in the callback storm (./scenarios/callback-storm.ts). */
+export const CALLBACK_CPU_TARGET_MS = 1.0;
 
 export interface Ratio {
   name: string;
@@ -177,6 +179,13 @@ export function report(
   if (ceiling !== undefined) {
     console.log(
       `replay ceiling: a bare node:http server answering from memory reaches ${ceiling.toFixed(2)} × the floor in this run (replay target ≥ ${TARGETS.find((t) => t.over.startsWith("replay") && t.under === "floor")?.atLeast})`,
+    );
+  }
+  const callback = rows.find((r) => r.id === "callback-storm");
+  if (callback) {
+    const met = callback.appCpuMs !== undefined && callback.appCpuMs <= CALLBACK_CPU_TARGET_MS;
+    console.log(
+      `callback: app CPU per signed notification ${callback.appCpuMs ?? "?"} ms (target ≤ ${CALLBACK_CPU_TARGET_MS}) ${met ? "✓" : "— missed"}`,
     );
   }
   const rssMet = appPeakRssMb !== null && appPeakRssMb <= PEAK_RSS_TARGET_MB;
