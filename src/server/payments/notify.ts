@@ -119,28 +119,34 @@ export async function handlePaymentNotification(
     return record(db, refuse("WRONG_APP", 400, `unknown app id ${parsed.app_id}`));
 
   // Copies of one fact that arrive together (providers send two at once) take turns in this process: the
-  // first applies it, the others then find it applied and are answered by one statement, instead of each
-  // opening a transaction that waits on the first's row lock to learn the same. Only an order of work: every
-  // copy still goes through every check below, and copies on other instances meet in the database as before.
-  return inTurn(factKey(parsed), async () => {
-    // Most copies of a success arrive after it was applied: answered by one statement, no transaction.
-    const known = await alreadyApplied(db, meta, parsed);
-    if (known) {
-      deps.observer?.notification({ ...meta, outcome: known.outcome, alert: false });
-      return answer(known);
-    }
-    try {
-      return await db.transaction(async (tx) => {
-        const verdict = await applyProviderFact(tx, parsed, deps.refunds);
-        return record(tx, verdict);
-      });
-    } catch (error) {
-      // Two payments took one transaction id at the same moment: the unique index decided; the loser is the clash.
-      if (violatedConstraint(error) !== "payment_order_transaction_id_uq") throw error;
-      const clash = `transaction ${parsed.transaction_id} was taken by another payment at the same moment`;
-      return record(db, refuse("TRANSACTION_CLASH", 409, clash, true));
-    }
-  });
+  // first applies it; those that waited for it wake together and are answered by one statement for all of
+  // them, instead of each opening a transaction that waits on the first's row lock to learn the same. Only an
+  // order of work: every copy still goes through every check below, and copies on other instances meet in the
+  // database as before.
+  const known = (found: Verdict | undefined) => {
+    if (found) deps.observer?.notification({ ...meta, outcome: found.outcome, alert: false });
+    return found && answer(found);
+  };
+  return inTurn(
+    factKey(parsed),
+    async () => {
+      // Most copies of a success arrive after it was applied: answered by one statement, no transaction.
+      const found = known(await alreadyApplied(db, meta, parsed));
+      if (found) return found;
+      try {
+        return await db.transaction(async (tx) => {
+          const verdict = await applyProviderFact(tx, parsed, deps.refunds);
+          return record(tx, verdict);
+        });
+      } catch (error) {
+        // Two payments took one transaction id at the same moment: the unique index decided; the loser is the clash.
+        if (violatedConstraint(error) !== "payment_order_transaction_id_uq") throw error;
+        const clash = `transaction ${parsed.transaction_id} was taken by another payment at the same moment`;
+        return record(db, refuse("TRANSACTION_CLASH", 409, clash, true));
+      }
+    },
+    async () => known(await alreadyApplied(db, meta, parsed)),
+  );
 }
 
 /** One fact, whichever copy carries it: what the provider says happened, to what, for how much. */
@@ -152,28 +158,41 @@ function factKey(n: NotificationBody): string {
 const handling = new Map<string, Promise<unknown>>();
 
 /**
- * Runs `work` once the copy of the same fact before it in this process is done (or has taken
- * `COPY_WAIT_MS`: a slow first copy never holds the others up for longer than that).
+ * Runs `alone` once no other copy of the same fact is being handled in this process, or once COPY_WAIT_MS
+ * have passed (a slow copy never holds the others up for longer than that). The copies that waited for one
+ * wake together and first try `together`: what settles a copy without taking a turn (the fact is applied).
+ * If it does not, they take turns again.
  */
-async function inTurn<T>(key: string, work: () => Promise<T>): Promise<T> {
-  const before = handling.get(key);
-  const mine = (async () => {
-    if (before) {
-      let timer: NodeJS.Timeout | undefined;
-      const late = new Promise<void>((resolve) => {
-        timer = setTimeout(resolve, COPY_WAIT_MS);
-      });
-      await Promise.race([before.catch(() => {}), late]);
-      clearTimeout(timer);
-    }
-    return work();
-  })();
-  handling.set(key, mine);
-  try {
-    return await mine;
-  } finally {
-    if (handling.get(key) === mine) handling.delete(key);
+async function inTurn<T>(
+  key: string,
+  alone: () => Promise<T>,
+  together: () => Promise<T | undefined>,
+): Promise<T> {
+  const deadline = performance.now() + COPY_WAIT_MS;
+  for (let running = handling.get(key); running; running = handling.get(key)) {
+    const left = deadline - performance.now();
+    if (left <= 0) break;
+    await settledWithin(running, left);
+    // Still running (the wait ran out), or another waiter already took the next turn: look again.
+    if (handling.has(key)) continue;
+    const settled = await together();
+    if (settled !== undefined) return settled;
   }
+  const mine: Promise<T> = alone().finally(() => {
+    if (handling.get(key) === mine) handling.delete(key);
+  });
+  if (!handling.has(key)) handling.set(key, mine);
+  return mine;
+}
+
+/** Resolves when `work` settles (either way) or after `ms`, whichever is first. */
+async function settledWithin(work: Promise<unknown>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<void>((resolve) => {
+    timer = setTimeout(resolve, ms);
+  });
+  await Promise.race([work.catch(() => {}), late]);
+  clearTimeout(timer);
 }
 
 const COPY_WAIT_MS = 2_000;
@@ -183,22 +202,71 @@ const COPY_WAIT_MS = 2_000;
  * for this amount and currency — is a duplicate whatever else happens: the transaction below would find the
  * same (no transition moves a payment out of those states, nor changes its transaction id) and answer the
  * same DUPLICATE. Recorded and answered in one statement that reads the committed payment; anything else
- * (undecided, another transaction id, a mismatch) is left to the transaction.
+ * (undecided, another transaction id, a mismatch) is left to the transaction. Copies of one fact that ask in
+ * the same turn of the event loop (those that waited for the copy that applied it) share the statement: one
+ * row each, all or none of them.
  */
-async function alreadyApplied(db: Db, meta: ReceivedMeta, n: NotificationBody): Promise<Verdict | undefined> {
-  if (n.type !== "payment.succeeded" || !n.transaction_id) return undefined;
+function alreadyApplied(db: Db, meta: ReceivedMeta, n: NotificationBody): Promise<Verdict | undefined> {
+  if (n.type !== "payment.succeeded" || !n.transaction_id) return Promise.resolve(undefined);
+  let asking = askingOf.get(db);
+  if (!asking) {
+    asking = new Map();
+    askingOf.set(db, asking);
+  }
+  const key = factKey(n);
+  let copies = asking.get(key);
+  if (!copies) {
+    const these: AskingCopy[] = [];
+    copies = these;
+    asking.set(key, these);
+    const fromDb = asking;
+    setImmediate(() => {
+      fromDb.delete(key);
+      recordDuplicates(db, n, these).then(
+        (verdict) => {
+          for (const copy of these) copy.resolve(verdict);
+        },
+        (error: unknown) => {
+          for (const copy of these) copy.reject(error);
+        },
+      );
+    });
+  }
+  const pending = copies;
+  return new Promise((resolve, reject) => pending.push({ meta, resolve, reject }));
+}
+
+interface AskingCopy {
+  meta: ReceivedMeta;
+  resolve: (verdict: Verdict | undefined) => void;
+  reject: (error: unknown) => void;
+}
+
+/** Per database handle, the copies asking about each fact in this turn of the event loop. */
+const askingOf = new WeakMap<Db, Map<string, AskingCopy[]>>();
+
+/** One DUPLICATE row per copy when the payment already holds this success; none otherwise. */
+async function recordDuplicates(
+  db: Db,
+  n: NotificationBody,
+  copies: AskingCopy[],
+): Promise<Verdict | undefined> {
   const detail = (status: "SUCCESS" | "PAID_LATE") =>
     absorbedByUpdate(PAYMENT_MACHINE, PAYMENT.succeed, status);
-  const [recorded] = await clientOf(db)<{ detail: string }[]>`
+  const recorded = await clientOf(db)<{ detail: string }[]>`
     INSERT INTO payment_notification (notification_id, delivery_id, out_trade_no, type, outcome, detail, alert, http_status)
-    SELECT ${meta.notificationId}, ${meta.deliveryId}, ${meta.outTradeNo}, ${meta.type}, 'DUPLICATE',
+    SELECT copy.notification_id, copy.delivery_id, ${n.out_trade_no}, ${n.type}, 'DUPLICATE',
            CASE p.status WHEN 'SUCCESS' THEN ${detail("SUCCESS")} ELSE ${detail("PAID_LATE")} END, false, 200
-      FROM payment_order p
+      FROM payment_order p,
+           unnest(${copies.map((c) => c.meta.notificationId)}::text[],
+                  ${copies.map((c) => c.meta.deliveryId)}::text[]) WITH ORDINALITY AS copy(notification_id, delivery_id, n)
      WHERE p.out_trade_no = ${n.out_trade_no} AND p.status IN ('SUCCESS', 'PAID_LATE')
        AND p.transaction_id = ${n.transaction_id} AND p.amount_cents = ${n.amount_cents}::int8
        AND p.currency = ${n.currency}
+     ORDER BY copy.n
     RETURNING detail`;
-  return recorded ? ok("DUPLICATE", recorded.detail) : undefined;
+  const [first] = recorded;
+  return first ? ok("DUPLICATE", first.detail) : undefined;
 }
 
 export interface ReceivedMeta {
