@@ -198,6 +198,50 @@ describe("first executions in batches", () => {
     for (const key of keys.slice(1)) expect(finished.get(key)).toBeLessThan(250);
   });
 
+  it("runs every call alone when a kept call's outcome waits past the batch's lock_timeout (a CI run once met it): none fails, each runs once", async () => {
+    const config = batched(1);
+    // The outcome's UPDATE waits for an advisory lock this test holds: under load, a relation being extended
+    // made it wait past the batch's 5 ms the same way, and the batch failed all its kept calls with 25P02.
+    await t.sql`
+      CREATE OR REPLACE FUNCTION wait_for_the_test() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN PERFORM pg_advisory_xact_lock_shared(727); RETURN NEW; END $$`;
+    await t.sql`CREATE TRIGGER outcome_waits BEFORE UPDATE ON idempotency_record
+                FOR EACH ROW WHEN (NEW.biz_type = 'test.batch.outcome') EXECUTE FUNCTION wait_for_the_test()`;
+    try {
+      let locked!: () => void;
+      const isLocked = new Promise<void>((resolve) => {
+        locked = resolve;
+      });
+      const holder = t.sql.begin(async (sql) => {
+        await sql`SELECT pg_advisory_xact_lock(727)`;
+        locked();
+        await sleep(300);
+      });
+      await isLocked;
+      // Holds the one runner, so the calls below queue and go together as one batch.
+      const holding = holdRunner(config, 100);
+      const keys = Array.from({ length: 5 }, () => randomUUID());
+      const before = batchStatsOf(t.db);
+      const runs = keys.map((key) =>
+        runIdempotent(
+          t.db,
+          effectOperation("test.batch.outcome", key, { claim: "transaction", batchable: true }),
+          config,
+        ),
+      );
+      const settled = await Promise.allSettled(runs);
+      await Promise.all([holding, holder]);
+      expect(settled.filter((s) => s.status === "rejected")).toEqual([]);
+      expect(batchStatsOf(t.db).batches).toBeGreaterThan(before.batches);
+      for (const key of keys) expect(await countEffects(t, key)).toBe(1);
+      const rows = await t.sql<{ status: string }[]>`
+        SELECT status FROM idempotency_record WHERE biz_type = 'test.batch.outcome'`;
+      expect(rows.map((row) => row.status)).toEqual(Array(5).fill("SUCCESS"));
+    } finally {
+      await t.sql`DROP TRIGGER outcome_waits ON idempotency_record`;
+    }
+  });
+
   it("keeps nothing of a batch whose connection dies: its calls fail retryably, and the retry runs each once", async () => {
     const config = batched(1);
     // Holds the one runner, so the calls below queue and go together as one batch.

@@ -22,7 +22,10 @@ import { versionOf } from "./types";
  *   operations lock nothing another call holds, so this is rare: a table growing, say);
  * - its business statements failed: a declared refusal is stored, anything else frees the key (`failed`).
  * If the batch's transaction fails as a whole (its COMMIT, a lost connection), every call that was in it
- * fails with that error, and none of its writes stay.
+ * fails with that error, and none of its writes stay. One failure is the batch's own doing: a kept call's
+ * outcome (its UPDATE, sent after the call's statements) waited past the batch's lock_timeout (the table being
+ * extended under load, say). It breaks the transaction outside any call's savepoint, so nothing stays, and
+ * every call runs alone instead.
  *
  * A batch of one is a call alone, run on the runner (./claim-in-transaction.ts, claimInRunner): the same
  * statements and round trips as without batches, except that its claim, too, waits for no other holder.
@@ -128,6 +131,12 @@ function settled<R>(statement: PromiseLike<R>): Settled<R> {
   );
 }
 
+/** The first statement of `after` that failed (they are answered in the order sent), or `otherwise`. */
+async function firstFailure(after: Settled<unknown>[], otherwise: unknown): Promise<unknown> {
+  for (const result of await Promise.all(after)) if (!result.ok) return result.error;
+  return otherwise;
+}
+
 interface Kept {
   index: number;
   row: { record_id: string | number; expires_at: string | Date };
@@ -160,8 +169,8 @@ async function runBatch(store: RecordStore<unknown>, taken: Waiting[]): Promise<
         settled(claimInTransactionStatement(store, sql, op, requestFingerprint, config).execute()),
         settled(op.execute(conn.tx)),
       ]);
-      // The transaction itself is broken (an earlier statement failed, or the connection is gone).
-      if (!savepoint.ok) throw savepoint.error;
+      // The transaction itself is broken (an earlier statement failed, or the connection is gone): say which.
+      if (!savepoint.ok) throw await firstFailure(after, savepoint.error);
       const row = claimed.ok ? claimed.value[0] : undefined;
       if (row && executed.ok) {
         const body = JSON.stringify(executed.value.result ?? null);
@@ -191,8 +200,11 @@ async function runBatch(store: RecordStore<unknown>, taken: Waiting[]): Promise<
     const failed = results.find((r) => !r.ok);
     if (failed && !failed.ok) throw failed.error;
   } catch (error) {
-    // Nothing of the batch stays: every call it would have answered fails with the error.
-    for (const { index } of kept) answers[index] = { kind: "failed", error };
+    // Nothing of the batch stays. When what broke it was the batch's own short lock_timeout (a kept call's
+    // outcome, its UPDATE, waited for a lock: a relation being extended under load, say), every call runs
+    // alone, as if it had left the batch; anything else fails every call the batch would have answered.
+    const alone = waitedForLock(error);
+    for (const { index } of kept) answers[index] = alone ? { kind: "alone" } : { kind: "failed", error };
     await conn.close({ ended });
     return answers;
   }
