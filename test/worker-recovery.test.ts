@@ -1,9 +1,10 @@
+import type { Runner } from "graphile-worker";
 import pino from "pino";
 import { alertsFrom, opsFigures } from "~/server/admin/alerts";
-import { startWorker, type WorkerOptions } from "~/server/fulfilment/worker";
+import { type RunningWorker, startWorker, type WorkerOptions } from "~/server/fulfilment/worker";
 import type { TestDatabase } from "./support/database";
 import { describe, expect, test } from "./support/fixtures";
-import { startPgProxy } from "./support/pg-proxy";
+import { type PgProxy, startPgProxy } from "./support/pg-proxy";
 import { placePaidOrder } from "./support/scenarios";
 
 /**
@@ -27,6 +28,18 @@ async function listeners(database: TestDatabase, dropped: Set<number>) {
        AND pid <> ALL(${[...dropped]}::int[])`;
   return rows.map((row) => row.pid);
 }
+
+/** Places a paid order and waits until the worker has shipped it (30 s at most). */
+async function shipsOne(app: Parameters<typeof placePaidOrder>[0], database: TestDatabase) {
+  const first = await placePaidOrder(app, mug);
+  await expect.poll(() => shippedCount(database, [first.orderId]), { timeout: 30_000 }).toBe(1);
+}
+
+/** Waits (10 s at most) until the worker has a job runner other than `hung`. */
+const replaced = (worker: RunningWorker, hung: Runner | undefined) =>
+  expect
+    .poll(() => worker.currentRunner() !== undefined && worker.currentRunner() !== hung, { timeout: 10_000 })
+    .toBe(true);
 
 /**
  * An event worker that polls, relays and beats fast, so a test sees recovery within seconds; its queue
@@ -109,30 +122,51 @@ describe("the event worker", () => {
     }
   });
 
-  // Its own budget: its polls (30 s + 45 s) must fail with what they saw before the test's time runs out.
-  test("replaces a job runner whose connections hang (a failover that leaves its sessions open), and runs the jobs queued meanwhile", {
-    timeout: 120_000,
-  }, async ({ app, database }) => {
-    // The queue's connections go through a proxy that can freeze them; the consumers' own pool does not.
-    const proxy = await startPgProxy(database.url);
-    const worker = await quickWorker(database, { connectionString: proxy.url, stallMs: 1_500 });
-    try {
-      const first = await placePaidOrder(app, mug);
-      await expect.poll(() => shippedCount(database, [first.orderId]), { timeout: 30_000 }).toBe(1);
-      const hung = worker.currentRunner();
-      expect(proxy.freezeAll()).toBeGreaterThan(0);
-      const later = await Promise.all(Array.from({ length: 4 }, () => placePaidOrder(app, mug)));
-      const ids = later.map((order) => order.orderId);
-      await expect
-        .poll(() => shippedCount(database, ids), { timeout: 45_000, interval: 250 })
-        .toBe(ids.length);
-      expect(worker.currentRunner()).toBeDefined();
-      expect(worker.currentRunner()).not.toBe(hung);
-    } finally {
-      await worker.stop();
-      await proxy.close();
-    }
-  });
+  // How a runner hangs while jobs are queued: all its connections, or one worker's poll while the other goes on.
+  const hangs = [
+    [
+      "whose connections hang (a failover that leaves its sessions open)",
+      (proxy: PgProxy) => expect(proxy.freezeAll()).toBeGreaterThan(0),
+    ],
+    [
+      // Without a limit on a poll's wait, the hung worker was never noticed: jobs still finished (the other
+      // worker took them), and the runner went on at half its concurrency for good, its silent connection held.
+      "one of whose polls hangs while its other worker goes on taking jobs",
+      async (proxy: PgProxy) => {
+        proxy.freezeOn("get_job");
+        await expect.poll(() => proxy.frozenOn, { timeout: 10_000 }).toBe(1);
+      },
+    ],
+  ] as const;
+  // Its own budget: its polls (30 s + 45 s + 10 s) must fail with what they saw before the test's time runs out.
+  test.for(hangs)(
+    "replaces a job runner %s, and runs the jobs queued meanwhile",
+    {
+      timeout: 120_000,
+    },
+    async ([, hang], { app, database }) => {
+      // The queue's connections go through a proxy that can freeze them; the consumers' own pool does not.
+      const proxy = await startPgProxy(database.url);
+      const worker = await quickWorker(database, { connectionString: proxy.url, stallMs: 1_500 });
+      try {
+        await shipsOne(app, database);
+        const hung = worker.currentRunner();
+        await hang(proxy);
+        const later = await Promise.all(Array.from({ length: 4 }, () => placePaidOrder(app, mug)));
+        const ids = later.map((order) => order.orderId);
+        await expect
+          .poll(() => shippedCount(database, ids), { timeout: 45_000, interval: 250 })
+          .toBe(ids.length);
+        // The jobs can run before the hung runner is replaced: when freezeAll found fewer idle connections than
+        // workers, one worker hung and the other went on with a new connection (CI saw it). The hung poll then
+        // has the runner replaced.
+        await replaced(worker, hung);
+      } finally {
+        await worker.stop();
+        await proxy.close();
+      }
+    },
+  );
 
   test("stop() returns when the job runner's connections hang (it is not waited for past stopTimeoutMs)", {
     timeout: 60_000,
@@ -145,8 +179,7 @@ describe("the event worker", () => {
       stopTimeoutMs: 500,
     });
     try {
-      const first = await placePaidOrder(app, mug);
-      await expect.poll(() => shippedCount(database, [first.orderId]), { timeout: 30_000 }).toBe(1);
+      await shipsOne(app, database);
       expect(proxy.freezeAll()).toBeGreaterThan(0);
       const started = Date.now();
       await worker.stop();
@@ -176,8 +209,7 @@ describe("the event worker", () => {
       log,
     });
     try {
-      const first = await placePaidOrder(app, mug);
-      await expect.poll(() => shippedCount(database, [first.orderId]), { timeout: 30_000 }).toBe(1);
+      await shipsOne(app, database);
       // Its connections hang; the new runner's take 1.5 s each to open, far past the 0.4 s stall period.
       proxy.slowConnects(1_500);
       expect(proxy.freezeAll()).toBeGreaterThan(0);

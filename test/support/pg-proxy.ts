@@ -22,6 +22,13 @@ export interface PgProxy {
    * Returns how many were frozen.
    */
   freezeAll(): number;
+  /**
+   * The connections that send the next `count` client messages containing `text` go silent as freezeAll's do
+   * (that message is not passed on); the others go on.
+   */
+  freezeOn(text: string, count?: number): void;
+  /** How many connections freezeOn froze so far. */
+  readonly frozenOn: number;
   /** New connections reach the server only after this long (a starved or distant server); 0: at once. */
   slowConnects(ms: number): void;
   /** How many connections were killed so far. */
@@ -71,7 +78,9 @@ export async function startPgProxy(databaseUrl: string): Promise<PgProxy> {
 
   let trigger: { text: string; remaining: number } | undefined;
   let stray: { text: string; remaining: number } | undefined;
+  let freezeTrigger: { text: string; remaining: number } | undefined;
   let killed = 0;
+  let frozenOn = 0;
   const sockets = new Set<net.Socket>();
   /** Each open connection's switch: once frozen, nothing passes either way. */
   const freezers = new Set<() => void>();
@@ -109,6 +118,12 @@ export async function startPgProxy(databaseUrl: string): Promise<PgProxy> {
     });
     client.on("data", (data) => {
       if (frozen) return;
+      if (freezeTrigger && freezeTrigger.remaining > 0 && data.includes(freezeTrigger.text)) {
+        freezeTrigger.remaining--;
+        frozenOn++;
+        freeze();
+        return;
+      }
       if (trigger && trigger.remaining > 0 && data.includes(trigger.text)) {
         trigger.remaining--;
         killed++;
@@ -140,6 +155,12 @@ export async function startPgProxy(databaseUrl: string): Promise<PgProxy> {
     },
     strayRowOn(text, count = 1) {
       stray = { text, remaining: count };
+    },
+    freezeOn(text, count = 1) {
+      freezeTrigger = { text, remaining: count };
+    },
+    get frozenOn() {
+      return frozenOn;
     },
     freezeAll() {
       const count = freezers.size;

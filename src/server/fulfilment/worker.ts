@@ -27,8 +27,8 @@ export interface WorkerOptions {
   heartbeatMs?: number;
   /**
    * Liveness, judged by work done rather than by the process: a runner that shows no sign of life for this
-   * long (no job finished, no poll that found the queue empty), or that has run one job this long, is stuck
-   * and is replaced (default 30 s).
+   * long (no job finished, no poll that found the queue empty), that has run one job this long, or one of
+   * whose polls for a job has waited this long, is stuck and is replaced (default 30 s).
    */
   stallMs?: number;
   /**
@@ -109,11 +109,9 @@ export async function startWorker(db: Db, options: WorkerOptions): Promise<Runni
   // The pool of the runner taking jobs now: a runner replaced as stuck is no longer vouched for, so the jobs
   // it holds go back to the queue even if it never lets go of them itself.
   let currentPool: string | undefined;
-  events.on("pool:create", ({ workerPool }) => {
-    currentPool = workerPool.id;
-  });
   // Signs of life: a job finished, or a poll that found nothing to do. Stuck runners replaced since a job
   // last finished.
+  const stallMs = options.stallMs ?? 30_000;
   let lastSign = Date.now();
   /** Whether the runner taking jobs now has shown any sign yet (its first poll needs new connections). */
   let signedSinceStart = false;
@@ -127,6 +125,25 @@ export async function startWorker(db: Db, options: WorkerOptions): Promise<Runni
     signedSinceStart = true;
     replacements = 0;
   });
+  // The polls of the runner taking jobs now, by worker, and how long each may wait. One loop of a runner can
+  // hang on a connection that went silent while the others go on with new ones: jobs still finish, so the
+  // signs above keep coming, but that loop never takes a job again. A poll started before the runner's first
+  // sign may be waiting for a connection to open, and is given the startup allowance.
+  const polls = new Map<string, { since: number; allowanceMs: number }>();
+  events.on("pool:create", ({ workerPool }) => {
+    currentPool = workerPool.id;
+    signedSinceStart = false;
+    polls.clear();
+  });
+  const pollDone = ({ worker }: { worker: { workerId: string } }) => polls.delete(worker.workerId);
+  events.on("worker:getJob:start", ({ worker }) => {
+    if (worker.workerPool.id !== currentPool) return;
+    const allowanceMs = signedSinceStart ? stallMs : Math.max(stallMs, STARTUP_ALLOWANCE_MS);
+    polls.set(worker.workerId, { since: Date.now(), allowanceMs });
+  });
+  events.on("worker:getJob:empty", pollDone);
+  events.on("worker:getJob:error", pollDone);
+  events.on("job:start", pollDone);
   // graphile-worker 0.17 shuts its own pool down when it cannot record a job's outcome after its retries
   // ("Could not completeJobs; queue is in an inconsistent state; aborting"), as a storm of dropped
   // connections can make it do. The process would go on, silent, with nothing taking jobs: so a runner
@@ -221,7 +238,10 @@ export async function startWorker(db: Db, options: WorkerOptions): Promise<Runni
     const stuck = runner;
     runner = undefined;
     if (currentPool) poolIds.delete(currentPool);
+    // The stuck runner's polls are no longer watched; the next runner's count from its pool's creation.
+    currentPool = undefined;
     running.clear();
+    polls.clear();
     lastSign = Date.now();
     void stuck
       ?.stop()
@@ -264,7 +284,6 @@ export async function startWorker(db: Db, options: WorkerOptions): Promise<Runni
     // Well inside the time after which the others would take this worker for dead.
     { name: "worker heartbeat", log: options.log, deadlineMs: heartbeatMs * 2 },
   );
-  const stallMs = options.stallMs ?? 30_000;
   let complainedAt = 0;
   const liveness = setInterval(
     () => {
@@ -284,12 +303,15 @@ export async function startWorker(db: Db, options: WorkerOptions): Promise<Runni
       }
       const oldestJob = Math.min(now, ...running.values());
       const allowance = signedSinceStart ? stallMs : Math.max(stallMs, STARTUP_ALLOWANCE_MS);
+      const hungPoll = [...polls.values()].find((poll) => now - poll.since > poll.allowanceMs);
       const why =
         now - lastSign > allowance
           ? `no job finished and no poll answered for ${Math.round((now - lastSign) / 1000)} s`
           : now - oldestJob > stallMs
             ? `a job has run for ${Math.round((now - oldestJob) / 1000)} s`
-            : undefined;
+            : hungPoll
+              ? `a poll for jobs has waited ${Math.round((now - hungPoll.since) / 1000)} s`
+              : undefined;
       // A runner still starting (after a replacement) has had no chance to take a job yet.
       if (!why || !runner) return;
       if (replacements >= MAX_REPLACEMENTS && options.onGiveUp) {
