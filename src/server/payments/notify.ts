@@ -127,11 +127,12 @@ export async function handlePaymentNotification(
     if (found) deps.observer?.notification({ ...meta, outcome: found.outcome, alert: false });
     return found && answer(found);
   };
+  const fact = factKey(parsed);
   return inTurn(
-    factKey(parsed),
+    fact,
     async () => {
       // Most copies of a success arrive after it was applied: answered by one statement, no transaction.
-      const found = known(await alreadyApplied(db, meta, parsed));
+      const found = known(await alreadyApplied(db, meta, parsed, fact));
       if (found) return found;
       try {
         return await db.transaction(async (tx) => {
@@ -145,7 +146,7 @@ export async function handlePaymentNotification(
         return record(db, refuse("TRANSACTION_CLASH", 409, clash, true));
       }
     },
-    async () => known(await alreadyApplied(db, meta, parsed)),
+    async () => known(await alreadyApplied(db, meta, parsed, fact)),
   );
 }
 
@@ -204,16 +205,20 @@ const COPY_WAIT_MS = 2_000;
  * same DUPLICATE. Recorded and answered in one statement that reads the committed payment; anything else
  * (undecided, another transaction id, a mismatch) is left to the transaction. Copies of one fact that ask in
  * the same turn of the event loop (those that waited for the copy that applied it) share the statement: one
- * row each, all or none of them.
+ * row each, all or none of them. `key` is the fact's (factKey).
  */
-function alreadyApplied(db: Db, meta: ReceivedMeta, n: NotificationBody): Promise<Verdict | undefined> {
+function alreadyApplied(
+  db: Db,
+  meta: ReceivedMeta,
+  n: NotificationBody,
+  key: string,
+): Promise<Verdict | undefined> {
   if (n.type !== "payment.succeeded" || !n.transaction_id) return Promise.resolve(undefined);
   let asking = askingOf.get(db);
   if (!asking) {
     asking = new Map();
     askingOf.set(db, asking);
   }
-  const key = factKey(n);
   let copies = asking.get(key);
   if (!copies) {
     const these: AskingCopy[] = [];
