@@ -7,8 +7,8 @@
  *
  * The key is claimed in one of the two ways the core has, chosen once per run (the operation's declaration):
  *   one transaction: claim, business writes and outcome commit together, or not at all (in a batch too:
- *                    a copy's savepoint commits with the batch or rolls back, and a copy that leaves a batch
- *                    claims again alone);
+ *                    a copy's savepoint commits with the batch or rolls back, and a copy that leaves a batch,
+ *                    or whose whole batch failed, claims again alone);
  *   two phases:      the claim commits on its own with a lease (lease_version, locked_until); the holder does
  *                    its outside work, then its business writes and the outcome commit together, the outcome's
  *                    UPDATE conditional on its lease version (fencing): a holder whose lease was taken over
@@ -81,8 +81,10 @@ acquire:
        :: true -> idempotency_record_claim(ok); businessWrite(0); idempotency_record_succeed(ok); answer(I_SUCCESS)
        :: true -> idempotency_record_refuse(ok); answer(I_FAILED)  /* a declared refusal, stored */
        :: released < MAXRELEASE -> released++                       /* failed, rolled back: the key stays free */
-       :: !left -> left = true   /* in a batch, its claim or business would wait: rolled back to its savepoint,
-                                    nothing of it happened, and it claims again alone (at most once) */
+       :: !left -> left = true   /* in a batch, nothing of it stays: its claim or business would wait and it
+                                    was rolled back to its savepoint, or it was kept and the whole batch failed
+                                    after it (a kept call's outcome past the batch's lock timeout: the batch
+                                    rolls back). Either way it claims again alone (at most once) */
        fi }
      -> if :: got -> goto done :: else -> goto acquire fi
   /* two phases: the claim, with a lease */
