@@ -91,7 +91,7 @@ async function state(orderId: string) {
 
 describe("payment notifications (merchant side)", () => {
   it("turns 20 identical notifications at once into one payment, one paid order and one event", async () => {
-    const { order, payment } = await pendingPayment();
+    const { userId, order, payment } = await pendingPayment();
     const body = successBody(payment.outTradeNo, payment.amountCents);
     const answers = await Promise.all(Array.from({ length: 20 }, () => deliver(body)));
     expect(answers.every((a) => a.httpStatus === 200 && a.body.code === "SUCCESS")).toBe(true);
@@ -109,11 +109,22 @@ describe("payment notifications (merchant side)", () => {
       ["DUPLICATE", 19],
       ["PROCESSED", 1],
     ]);
-    const [event] =
-      await t.sql`SELECT event_type, payload FROM outbox_event WHERE aggregate_id = ${order.orderId}`;
-    expect(event).toMatchObject({
+    const [event] = await t.sql`
+      SELECT user_id, event_type, aggregate_type, dedupe_key, payload FROM outbox_event WHERE aggregate_id = ${order.orderId}`;
+    // The whole event, as its consumers read it.
+    expect(event).toEqual({
+      user_id: userId,
       event_type: "OrderPaid",
-      payload: { orderId: order.orderId, amountCents: 2500, transactionId: body.transaction_id },
+      aggregate_type: "order",
+      dedupe_key: `OrderPaid:${order.orderId}`,
+      payload: {
+        orderId: order.orderId,
+        userId,
+        amountCents: 2500,
+        currency: payment.currency,
+        outTradeNo: payment.outTradeNo,
+        transactionId: body.transaction_id,
+      },
     });
   });
 

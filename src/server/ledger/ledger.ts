@@ -1,5 +1,5 @@
 import { sql } from "drizzle-orm";
-import type { Executor, Tx } from "~/server/db/client";
+import { clientOf, type Executor, type Tx } from "~/server/db/client";
 import { type LedgerAccount, ledgerTransfer, type RefundStatus } from "~/server/db/schema";
 
 /**
@@ -45,12 +45,14 @@ interface Transfer {
 
 /** Posts one transfer once: a second post of the same fact changes nothing. */
 async function post(tx: Tx, transfer: Transfer): Promise<boolean> {
-  const { from, to, ...rest } = transfer;
-  const posted = await tx
-    .insert(ledgerTransfer)
-    .values({ ...rest, fromAccount: from, toAccount: to })
-    .onConflictDoNothing({ target: [ledgerTransfer.userId, ledgerTransfer.factKey] })
-    .returning({ id: ledgerTransfer.id });
+  const { userId, orderId, paymentId, refundId, factKey, from, to, amountCents, currency } = transfer;
+  const posted = await clientOf(tx)`
+    INSERT INTO ledger_transfer (user_id, order_id, payment_id, refund_id, fact_key, from_account, to_account,
+                                 amount_cents, currency)
+    VALUES (${userId}, ${orderId}, ${paymentId}, ${refundId ?? null}, ${factKey}, ${from}, ${to}, ${amountCents},
+            ${currency})
+    ON CONFLICT (user_id, fact_key) DO NOTHING
+    RETURNING id`;
   return posted.length > 0;
 }
 
