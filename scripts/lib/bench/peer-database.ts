@@ -7,9 +7,12 @@ import { settledCount } from "./settle";
  * The peer's own database beside the bench's (same server): the same schema and catalogue, stock for any run,
  * counted and dropped by the bench.
  */
-export async function peerDatabase(benchUrl: string) {
+export const peerDatabase = (benchUrl: string) => sideDatabase(benchUrl, "peer");
+
+/** A database beside the bench's, named `<bench's>_<suffix>`: migrated, the catalogue seeded, stock for any run. */
+export async function sideDatabase(benchUrl: string, suffix: string) {
   const admin = pgClient(benchUrl, { max: 1, onnotice: () => {} });
-  const name = `${new URL(benchUrl).pathname.slice(1)}_peer`;
+  const name = `${new URL(benchUrl).pathname.slice(1)}_${suffix}`;
   await admin.unsafe(`CREATE DATABASE ${name}`);
   const target = new URL(benchUrl);
   target.pathname = `/${name}`;
@@ -22,6 +25,7 @@ export async function peerDatabase(benchUrl: string) {
   const count = async (query: string) => Number((await sql.unsafe(query))[0]?.n ?? 0);
   return {
     url,
+    db,
     sql,
     count,
     settled: settledCount(count),

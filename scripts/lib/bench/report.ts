@@ -31,7 +31,7 @@ export const TARGETS: readonly {
   { name: "replay over tRPC / peer", over: "replay-trpc", under: "peer-replay", atLeast: 0.8, stretch: 1.2 },
   // Issue 27: cost as the tables grow (./scenarios/million-rows.ts).
   {
-    name: "first execution over REST with 1M orders and records / before",
+    name: "first execution over REST with 1M orders and records / empty",
     over: "scale-after",
     under: "scale-before",
     atLeast: 0.85,
