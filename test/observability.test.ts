@@ -1,7 +1,8 @@
 import { randomUUID } from "node:crypto";
 import { Writable } from "node:stream";
+import { Registry } from "prom-client";
 import { describe, expect, it } from "vitest";
-import { alertsFrom, opsFigures, RECONCILE_EVERY_MS, recentReconciliation } from "~/server/admin/alerts";
+import { alertsFrom, opsFigures, RECONCILIATION_STALE_S } from "~/server/admin/alerts";
 import { renderMetrics } from "~/server/admin/metrics";
 import type { AppContext } from "~/server/app-context";
 import { runIdempotent } from "~/server/idempotency";
@@ -10,6 +11,7 @@ import { withRequestContext } from "~/server/observability/request-context";
 import { createOrder } from "~/server/orders/create-order";
 import { createPayment } from "~/server/payments/create-payment";
 import { handlePaymentNotification } from "~/server/payments/notify";
+import { lastReconciliation, reconcileOncePerPeriod } from "~/server/reconciliation/reconcile";
 import { createLogger } from "~/shared/logger";
 import { signBody } from "~/shared/provider-contract";
 import type { TestDatabase } from "./support/database";
@@ -117,21 +119,43 @@ describe("observability", () => {
     expect(text).toMatch(/checkout_reconciliation_violations \d/);
   });
 
-  it("the alert log and /api/metrics share one reconciliation per process, run again once it is 5 minutes old", async () => {
-    // A clock past whatever report an earlier test left: the first call runs one.
-    const base = Date.now() + 10 * RECONCILE_EVERY_MS;
-    const first = await recentReconciliation(t.db, RECONCILE_EVERY_MS, base);
-    // Within the interval (and callers at the same moment): the same report, not another full read.
-    const [again, atOnce] = await Promise.all([
-      recentReconciliation(t.db, RECONCILE_EVERY_MS, base + RECONCILE_EVERY_MS - 1),
-      recentReconciliation(t.db, RECONCILE_EVERY_MS, base + 1),
-    ]);
-    expect(again).toBe(first);
-    expect(atOnce).toBe(first);
-    const later = await recentReconciliation(t.db, RECONCILE_EVERY_MS, base + RECONCILE_EVERY_MS);
-    expect(later).not.toBe(first);
-    expect(later.checkedAt.getTime()).toBeGreaterThanOrEqual(first.checkedAt.getTime());
-    expect(RECONCILE_EVERY_MS).toBe(300_000);
+  it("reconciles once per period for the whole fleet, however many workers try at once; the alert log and /api/metrics read the last one kept", async () => {
+    // A period long enough that these calls never straddle two (slots are epoch-aligned).
+    const period = 1_000_000;
+    expect(await lastReconciliation(t.db)).toBeNull();
+    const none = await opsFigures(t.db, null);
+    expect(none.reconciliationAgeSeconds).toBeNull();
+    expect(alertsFrom(none).map((a) => a.name)).not.toContain("reconciliation_stale");
+
+    const runs = await Promise.all(Array.from({ length: 8 }, () => reconcileOncePerPeriod(t.db, period)));
+    const ran = runs.filter((run) => run !== null);
+    expect(ran).toHaveLength(1);
+    expect(await t.sql`SELECT count(*)::int AS n FROM reconciliation_report`).toEqual([{ n: 1 }]);
+    // Claimed already: another try in the same period reads nothing.
+    expect(await reconcileOncePerPeriod(t.db, period)).toBeNull();
+
+    const kept = await lastReconciliation(t.db);
+    expect(kept?.checkedAt.getTime()).toBe(ran[0]?.checkedAt.getTime());
+    expect(kept?.invariants).toEqual(JSON.parse(JSON.stringify(ran[0]?.invariants)));
+    const figures = await opsFigures(t.db, kept);
+    expect(figures.reconciliationAgeSeconds).toBeLessThan(60);
+    expect(await renderMetrics(t.db, new Registry())).toMatch(/checkout_reconciliation_age_seconds \d/);
+
+    // The worker's runs stopped: past three periods of 5 minutes, an alert.
+    const old = { ...(kept as NonNullable<typeof kept>), checkedAt: new Date(Date.now() - 16 * 60_000) };
+    expect(alertsFrom(await opsFigures(t.db, old)).map((a) => a.name)).toContain("reconciliation_stale");
+    expect(RECONCILIATION_STALE_S).toBe(15 * 60);
+  });
+
+  it("a reconciliation that fails gives its period back for another try", async () => {
+    await t.sql`DELETE FROM reconciliation_report`;
+    // A negative sample size makes every check's query fail (LIMIT must not be negative).
+    await expect(reconcileOncePerPeriod(t.db, 1_000_000, { sampleSize: -1 })).rejects.toThrow();
+    expect(await t.sql`SELECT count(*)::int AS n FROM reconciliation_report`).toEqual([{ n: 0 }]);
+    expect(await reconcileOncePerPeriod(t.db, 1_000_000)).not.toBeNull();
+    expect(
+      await t.sql`SELECT count(*)::int AS n FROM reconciliation_report WHERE checked_at IS NOT NULL`,
+    ).toEqual([{ n: 1 }]);
   });
 
   it("raises alerts a person must see: an amount mismatch, stuck PROCESSING records", async () => {

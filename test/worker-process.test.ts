@@ -2,7 +2,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { createRequire } from "node:module";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { AppContext } from "~/server/app-context";
-import { reconcile } from "~/server/reconciliation/reconcile";
+import { lastReconciliation, reconcile } from "~/server/reconciliation/reconcile";
 import { testAppContext } from "./support/app-context";
 import { createTestDatabase, type TestDatabase } from "./support/database";
 import { startPgProxy } from "./support/pg-proxy";
@@ -75,6 +75,8 @@ describe("separate worker processes", () => {
              (SELECT count(*)::int FROM shipment WHERE order_id = ANY(${ids}::uuid[])) AS shipments`;
     expect(effects).toEqual({ deductions: 6, grants: 12, shipments: 6 });
     expect((await reconcile(t.db)).ok).toBe(true);
+    // Each worker tried to claim the period's reconciliation at start: one ran it for both, and kept it.
+    await expect.poll(async () => (await lastReconciliation(t.db))?.ok, { timeout: 30_000 }).toBeDefined();
 
     const [first] = workers;
     const exited = new Promise<number | null>((resolve) => first?.once("exit", (code) => resolve(code)));

@@ -1,5 +1,5 @@
 import { getEnv } from "~/env";
-import { alertsFrom, opsFigures, recentReconciliation } from "~/server/admin/alerts";
+import { alertsFrom, opsFigures, RECONCILE_EVERY_MIN } from "~/server/admin/alerts";
 import { getLogger } from "~/shared/logger";
 import { every } from "~/shared/periodic";
 import { getAppContext } from "./app-context";
@@ -8,6 +8,7 @@ import { type RunningWorker, startWorker } from "./fulfilment/worker";
 import { deleteExpiredRecords } from "./idempotency";
 import { closeTimedOutOrders } from "./orders/timeout";
 import { syncStalePayments } from "./payments/status-query";
+import { lastReconciliation, reconcileOncePerPeriod } from "./reconciliation/reconcile";
 
 interface RunningJobs {
   timers: NodeJS.Timeout[];
@@ -15,6 +16,8 @@ interface RunningJobs {
 }
 
 const REFUSAL_FLUSH_MS = 2_000;
+/** How often a worker tries to claim the current reconciliation period (a claim taken already costs one insert). */
+const RECONCILE_CLAIM_MS = 30_000;
 
 // On globalThis: two copies of this module load in the production server (why: src/host/server.ts).
 const globalForJobs = globalThis as unknown as { checkoutJobs?: RunningJobs };
@@ -129,6 +132,17 @@ export async function startEventWorker({
         heartbeatMs: env.WORKER_HEARTBEAT_MS,
         stallMs: env.WORKER_STALL_MS,
         onGiveUp,
+        // Once per period and fleet, whichever worker claims it first (the alert log and /api/metrics read it).
+        background: [
+          {
+            name: "reconciliation",
+            everyMs: RECONCILE_CLAIM_MS,
+            run: () =>
+              reconcileOncePerPeriod(getAppContext().db, RECONCILE_EVERY_MIN, {
+                paymentTimeoutS: env.ORDER_PAYMENT_TIMEOUT_S,
+              }),
+          },
+        ],
         hooks:
           env.FAULT_CONSUMER_CRASH_RATE > 0 ? crashAfterCommit(env.FAULT_CONSUMER_CRASH_RATE) : undefined,
       });
@@ -158,7 +172,7 @@ function crashAfterCommit(rate: number): ConsumeHooks {
 function startAlertLog(timers: NodeJS.Timeout[]): void {
   const timer = setInterval(() => {
     const { db } = getAppContext();
-    recentReconciliation(db)
+    lastReconciliation(db)
       .then((report) => opsFigures(db, report))
       .then((figures) => {
         for (const alert of alertsFrom(figures))

@@ -10,11 +10,11 @@ import type { Logger } from "pino";
 export function every(
   intervalMs: number,
   work: () => Promise<unknown>,
-  options: { name: string; log: Logger; deadlineMs?: number },
+  options: { name: string; log: Logger; deadlineMs?: number; startNow?: boolean },
 ): NodeJS.Timeout {
   const deadlineMs = options.deadlineMs ?? 30_000;
   let running: { since: number } | undefined;
-  const timer = setInterval(() => {
+  const tick = () => {
     if (running) {
       if (Date.now() - running.since < deadlineMs) return;
       options.log.error(
@@ -31,7 +31,9 @@ export function every(
       .finally(() => {
         if (running === run) running = undefined;
       });
-  }, intervalMs);
+  };
+  const timer = setInterval(tick, intervalMs);
+  if (options.startNow) tick();
   timer.unref();
   return timer;
 }

@@ -32,6 +32,8 @@ export interface OpsFigures {
   /** Payments whose ledger disagrees with their state or with the provider's records (listed rows). */
   ledgerDisagreements: number;
   reconciliationViolations: number;
+  /** How old the reconciliation behind the three figures above is; null when none has been kept yet. */
+  reconciliationAgeSeconds: number | null;
 }
 
 export interface AlertThresholds {
@@ -45,35 +47,24 @@ export const DEFAULT_THRESHOLDS: AlertThresholds = { signatureFailures10m: 5, ou
 export const REFUND_IN_FLIGHT_ALERT_S = 300;
 
 /**
- * How old a reconciliation the alert log and /api/metrics may report. A full reconciliation reads every order
- * (1.5 s of database time with a million orders, measured): run every 30 s by every instance, and on every
- * scrape, it grows with the shop's whole history. /admin and `npm run reconcile` still run it fresh.
+ * How often the event worker runs the full reconciliation and keeps it (graphile-worker's cron, once per
+ * fleet). It reads every order (1.5 s of database time with a million orders, measured): the alert log and
+ * /api/metrics of every instance read the last one kept (`lastReconciliation`) instead. /admin and
+ * `npm run reconcile` still run it fresh.
  */
-export const RECONCILE_EVERY_MS = 5 * 60_000;
-
-const latest = new WeakMap<Db, { at: number; report: Promise<ReconciliationReport> }>();
+export const RECONCILE_EVERY_MIN = 5;
+/** The last kept reconciliation older than this: the worker's scheduled runs are not happening (an alert). */
+export const RECONCILIATION_STALE_S = 3 * RECONCILE_EVERY_MIN * 60;
 
 /**
- * The last full reconciliation of this process, run again once it is older than `maxAgeMs` (callers at the
- * same moment share one run; a run that failed is not kept).
+ * The figures operators watch, read from the database (so every instance agrees). The reconciliation's are
+ * those of `report`: a fresh one when none is given, none when it is null (nothing kept yet).
  */
-export function recentReconciliation(
+export async function opsFigures(
   db: Db,
-  maxAgeMs = RECONCILE_EVERY_MS,
+  report?: ReconciliationReport | null,
   now = Date.now(),
-): Promise<ReconciliationReport> {
-  const last = latest.get(db);
-  if (last && now - last.at < maxAgeMs) return last.report;
-  const report = reconcile(db);
-  latest.set(db, { at: now, report });
-  report.catch(() => {
-    if (latest.get(db)?.report === report) latest.delete(db);
-  });
-  return report;
-}
-
-/** The figures operators watch, read from the database (so every instance agrees). */
-export async function opsFigures(db: Db, report?: ReconciliationReport): Promise<OpsFigures> {
+): Promise<OpsFigures> {
   const [row] = await db.execute<{
     outbox_lag: number;
     stuck: number;
@@ -107,7 +98,7 @@ export async function opsFigures(db: Db, report?: ReconciliationReport): Promise
            (SELECT count(*)::int FROM graphile_worker._private_jobs
              WHERE attempts < max_attempts AND run_at < now() - interval '60 seconds'
                AND (locked_at IS NULL OR locked_at < now() - interval '60 seconds')) AS not_taken`);
-  const reconciliation = report ?? (await reconcile(db));
+  const reconciliation = report === undefined ? await reconcile(db) : report;
   return {
     outboxLagSeconds: Number(row?.outbox_lag ?? 0),
     stuckProcessing: row?.stuck ?? 0,
@@ -123,13 +114,16 @@ export async function opsFigures(db: Db, report?: ReconciliationReport): Promise
     unconservedOrders: rowsOf(reconciliation, "money-conserved"),
     ledgerDisagreements:
       rowsOf(reconciliation, "ledger-agrees") + rowsOf(reconciliation, "ledger-agrees-with-provider"),
-    reconciliationViolations: violationCount(reconciliation),
+    reconciliationViolations: reconciliation ? violationCount(reconciliation) : 0,
+    reconciliationAgeSeconds: reconciliation
+      ? Math.max(0, Math.round((now - reconciliation.checkedAt.getTime()) / 1000))
+      : null,
   };
 }
 
 /** The rows an invariant's checks listed (each check lists at most the report's sample size). */
-function rowsOf(report: ReconciliationReport, invariant: string): number {
-  const found = report.invariants.find((i) => i.name === invariant);
+function rowsOf(report: ReconciliationReport | null, invariant: string): number {
+  const found = report?.invariants.find((i) => i.name === invariant);
   return found?.violations.reduce((sum, violation) => sum + violation.rows.length, 0) ?? 0;
 }
 
@@ -224,6 +218,16 @@ export function alertsFrom(figures: OpsFigures, thresholds: AlertThresholds = DE
       name: "dead_letters",
       title: "Dead letters",
       detail: `${figures.deadLetters} job(s) out of attempts`,
+    });
+  }
+  if (
+    figures.reconciliationAgeSeconds !== null &&
+    figures.reconciliationAgeSeconds > RECONCILIATION_STALE_S
+  ) {
+    alerts.push({
+      name: "reconciliation_stale",
+      title: "Reconciliation is not running",
+      detail: `the last reconciliation is ${Math.round(figures.reconciliationAgeSeconds / 60)} minutes old (the event worker runs one every ${RECONCILE_EVERY_MIN} minutes): money and goods are unchecked since`,
     });
   }
   if (figures.reconciliationViolations > 0) {

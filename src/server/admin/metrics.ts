@@ -1,6 +1,7 @@
 import { Gauge, type Registry } from "prom-client";
 import type { Db } from "~/server/db/client";
-import { opsFigures, recentReconciliation } from "./alerts";
+import { lastReconciliation } from "~/server/reconciliation/reconcile";
+import { opsFigures } from "./alerts";
 
 const GAUGES = {
   outboxLagSeconds: ["checkout_outbox_lag_seconds", "Age of the oldest outbox event not yet relayed"],
@@ -50,6 +51,10 @@ const GAUGES = {
     "checkout_reconciliation_violations",
     "Broken invariants found by the reconciliation check",
   ],
+  reconciliationAgeSeconds: [
+    "checkout_reconciliation_age_seconds",
+    "Age of the last reconciliation the event worker kept (it runs one every 5 minutes); absent before the first",
+  ],
 } as const;
 
 const registered = new WeakMap<Registry, Record<string, Gauge>>();
@@ -66,7 +71,10 @@ export async function renderMetrics(db: Db, registry: Registry): Promise<string>
     );
     registered.set(registry, gauges);
   }
-  const figures = await opsFigures(db, await recentReconciliation(db));
-  for (const [key, value] of Object.entries(figures)) gauges[key]?.set(value);
+  const figures = await opsFigures(db, await lastReconciliation(db));
+  for (const [key, value] of Object.entries(figures)) {
+    if (value === null) gauges[key]?.reset();
+    else gauges[key]?.set(value);
+  }
   return registry.metrics();
 }

@@ -43,6 +43,12 @@ export interface WorkerOptions {
    * by the other workers' heartbeat, as a dead worker's are) rather than never returning.
    */
   stopTimeoutMs?: number;
+  /**
+   * Other periodic work this process does while it runs (src/server/jobs.ts hands it the reconciliation): each
+   * run once at start and then every `everyMs`, one run at a time, given up on past its deadline (default 5
+   * minutes).
+   */
+  background?: { name: string; everyMs: number; deadlineMs?: number; run: () => Promise<unknown> }[];
 }
 
 /** Stuck runners replaced in a row, with no job finished in between, before the worker gives up (onGiveUp). */
@@ -270,6 +276,14 @@ export async function startWorker(db: Db, options: WorkerOptions): Promise<Runni
         log: options.log,
       })
     : undefined;
+  const background = (options.background ?? []).map((loop) =>
+    every(loop.everyMs, loop.run, {
+      name: loop.name,
+      log: options.log,
+      deadlineMs: loop.deadlineMs ?? 5 * 60_000,
+      startNow: true,
+    }),
+  );
   const heartbeatMs = options.heartbeatMs ?? 2_000;
   const heartbeat = every(
     heartbeatMs,
@@ -338,6 +352,7 @@ export async function startWorker(db: Db, options: WorkerOptions): Promise<Runni
         clearInterval(heartbeat);
         clearInterval(liveness);
         if (submitter) clearInterval(submitter);
+        for (const loop of background) clearInterval(loop);
         stopped = true;
         // Stops taking jobs and waits for the running ones (a second signal must not throw), for a bounded time.
         const runnerStopped = runner

@@ -51,3 +51,52 @@ export async function reconcile(db: Db, options: ReconcileOptions = {}): Promise
 export function violationCount(report: ReconciliationReport): number {
   return report.invariants.reduce((sum, i) => sum + i.violations.length, 0);
 }
+
+/**
+ * The full reconciliation for the current period of `everyMin` minutes, run and kept (reconciliation_report)
+ * unless another process has already claimed that period: the event worker calls it every few seconds, so
+ * that each period is reconciled once per fleet, and every instance's alert log and /api/metrics read the
+ * last report (`lastReconciliation`) instead of each reading every order (seconds of database time with a
+ * million). The claim is a unique slot, as every business key here: a run that fails gives its slot back for
+ * another try; one whose process dies keeps it, and the next period runs. Reports older than a week are
+ * pruned. Returns the report, or null when the period was claimed already.
+ */
+export async function reconcileOncePerPeriod(
+  db: Db,
+  everyMin: number,
+  options: ReconcileOptions = {},
+): Promise<ReconciliationReport | null> {
+  const sql = db.$client;
+  const [claim] = await sql<{ id: string }[]>`
+    INSERT INTO reconciliation_report (slot) VALUES (floor(extract(epoch FROM now()) / ${everyMin * 60})::bigint)
+    ON CONFLICT (slot) DO NOTHING RETURNING id::text`;
+  if (!claim) return null;
+  try {
+    const started = performance.now();
+    const report = await reconcile(db, options);
+    const invariants = JSON.stringify(report.invariants, (_, value) =>
+      typeof value === "bigint" ? value.toString() : value,
+    );
+    await sql`
+      UPDATE reconciliation_report
+         SET checked_at = ${report.checkedAt.toISOString()}::timestamptz, took_ms = ${Math.round(performance.now() - started)},
+             ok = ${report.ok}, invariants = ${invariants}::jsonb
+       WHERE id = ${claim.id}`;
+    await sql`DELETE FROM reconciliation_report WHERE claimed_at < now() - interval '7 days'`;
+    return report;
+  } catch (error) {
+    await sql`DELETE FROM reconciliation_report WHERE id = ${claim.id} AND checked_at IS NULL`.catch(
+      () => {},
+    );
+    throw error;
+  }
+}
+
+/** The last reconciliation kept by `reconcileOncePerPeriod`, or null when none has finished yet. */
+export async function lastReconciliation(db: Db): Promise<ReconciliationReport | null> {
+  // Timestamps come back as text from this client (drizzle's setting).
+  const [row] = await db.$client<{ checked_at: string; ok: boolean; invariants: InvariantResult[] }[]>`
+    SELECT checked_at, ok, invariants FROM reconciliation_report
+     WHERE checked_at IS NOT NULL ORDER BY checked_at DESC LIMIT 1`;
+  return row ? { checkedAt: new Date(row.checked_at), ok: row.ok, invariants: row.invariants } : null;
+}

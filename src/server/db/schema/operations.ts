@@ -1,5 +1,17 @@
 import { sql } from "drizzle-orm";
-import { index, integer, json, pgTable, primaryKey, text, timestamp, uniqueIndex } from "drizzle-orm/pg-core";
+import {
+  bigint,
+  boolean,
+  index,
+  integer,
+  json,
+  jsonb,
+  pgTable,
+  primaryKey,
+  text,
+  timestamp,
+  uniqueIndex,
+} from "drizzle-orm/pg-core";
 import { createdAt, identity, identityPart, inList } from "./columns";
 
 // What keeps the system running rather than what it sells: the idempotency records, the
@@ -114,5 +126,31 @@ export const duplicateAttempt = pgTable(
     ),
     index("duplicate_attempt_second_idx").on(t.second),
     inList("duplicate_attempt_layer_valid", "layer", ATTEMPT_LAYERS),
+  ],
+);
+
+// ---------------------------------------------------------------------------
+// The full reconciliation, kept: the event worker runs it every few minutes, once per fleet (the first worker
+// to claim the period's slot), and every instance's alert log and /api/metrics read the last one, instead of
+// each reading every order.
+
+export const reconciliationReport = pgTable(
+  "reconciliation_report",
+  {
+    id: identity(),
+    /** The period this run is for (epoch seconds / period): one run per period, whichever worker claims it. */
+    slot: bigint({ mode: "number" }).notNull(),
+    claimedAt: createdAt(),
+    /** When it finished; null while it runs (or if its worker died: the next period runs again). */
+    checkedAt: timestamp({ withTimezone: true }),
+    /** How long the run took (it reads every order: seconds with a million). */
+    tookMs: integer(),
+    ok: boolean(),
+    /** Each invariant with the violations found and a sample of their rows, as `reconcile()` returns them. */
+    invariants: jsonb(),
+  },
+  (t) => [
+    uniqueIndex("reconciliation_report_slot_uq").on(t.slot),
+    index("reconciliation_report_checked_at_idx").on(t.checkedAt),
   ],
 );
