@@ -28,7 +28,6 @@ const NOT_BY_SHOPPER: Record<string, string> = {
   rate_limit: "the gateway's counters (or Redis): local, not business data",
   worker_heartbeat: "operations: one row per worker process",
   refused_notification: "operations: counts of refused callbacks per minute",
-  duplicate_attempt: "operations: the order story's counts, per key and second",
   reconciliation_report: "operations: one reconciliation of the whole database per period",
   // The provider's inbox: written before the notification is verified and its payment (so its shopper) known.
   payment_notification: "provider's inbox, distributed by notification id",

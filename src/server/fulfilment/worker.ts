@@ -201,6 +201,7 @@ export async function startWorker(db: Db, options: WorkerOptions): Promise<Runni
           const job = payload as ConsumeJob;
           const { event, outcome } = await consumeJob(db, job, options.hooks);
           options.observer?.consumed({
+            userId: event.userId,
             eventId: job.eventId,
             eventType: event.eventType,
             consumer: job.consumer,

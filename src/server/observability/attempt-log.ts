@@ -18,8 +18,8 @@ interface Tallied extends Attempt {
 }
 
 /**
- * Every attempt that reached a layer, counted in memory per (key, layer, outcome, second) and written as
- * one upserted row each when flushed: a storm of a thousand copies of one request is one row with a
+ * Every attempt that reached a layer, counted in memory per (key, layer, outcome, second) and appended as
+ * one row each when flushed (readers sum the rows of a second that spans two flushes): a storm of a thousand copies of one request is one row with a
  * count of a thousand, and a replay answered from memory costs the database nothing until the flush
  * (once a second, one statement). The table feeds the order's story ("what happened to this order").
  * Bounded: past `maxEntries` distinct rows waiting, more are counted as dropped, not kept.
@@ -66,9 +66,7 @@ export class AttemptLog {
           FROM unnest(${column("layer")}::text[], ${column("scope")}::text[], ${column("subject")}::text[],
                       ${column("key")}::text[], ${column("outcome")}::text[], ${taken.map((row) => row.absorbedBy ?? "")}::text[],
                       ${column("second")}::float8[], ${column("count")}::int[])
-               AS t(layer, scope, subject, key, outcome, absorbed_by, second, count)
-        ON CONFLICT (scope, key, layer, subject, outcome, absorbed_by, second)
-        DO UPDATE SET count = duplicate_attempt.count + excluded.count`;
+               AS t(layer, scope, subject, key, outcome, absorbed_by, second, count)`;
     } catch (error) {
       for (const row of taken) {
         const id = idOf(row, row.second);

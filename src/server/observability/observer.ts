@@ -16,6 +16,8 @@ export interface NotificationEvent {
 }
 
 export interface ConsumeEvent {
+  /** The event's shopper. */
+  userId: string;
   eventId: string;
   eventType: string;
   consumer: string;
@@ -162,7 +164,7 @@ export function createTelemetry(log: Logger, attempts?: AttemptLog): Telemetry {
       series.add(`consume:${event.outcome}`);
       attempts?.add({
         layer: "consumer",
-        scope: "",
+        scope: event.userId,
         subject: event.consumer,
         key: event.eventId,
         outcome: event.outcome,

@@ -20,6 +20,12 @@ export const STORY_OPERATIONS = {
 const OP = STORY_OPERATIONS;
 
 /**
+ * How long before its order was made an attempt with one of the order's keys still belongs to its story: copies
+ * the gateway turned away before the first one ran (a client held back by a rate limit retries within this).
+ */
+const ATTEMPTS_BEFORE_ORDER = "1 hour";
+
+/**
  * One or more attempts in one second on one lane, with the same outcome and absorber; `effect`: the one
  * that changed something.
  */
@@ -75,7 +81,7 @@ export async function orderStory(db: Executor, order: OrderRef): Promise<OrderSt
   );
   if (!exists) return undefined;
   const rows = await db.execute<Row>(sql`
-    WITH o AS (SELECT id, user_id, request_id FROM orders WHERE user_id = ${userId} AND id = ${orderId}),
+    WITH o AS (SELECT id, user_id, request_id, created_at FROM orders WHERE user_id = ${userId} AND id = ${orderId}),
     keys AS (
       SELECT o.user_id AS scope, o.request_id AS key, ${OP.create}::text AS biz_type FROM o
       UNION
@@ -88,11 +94,14 @@ export async function orderStory(db: Executor, order: OrderRef): Promise<OrderSt
            OR (r.biz_type = ${OP.pay} AND r.biz_id IN (SELECT out_trade_no FROM payment_order WHERE user_id = o.user_id AND order_id = o.id))
            OR (r.biz_type = ${OP.refund} AND r.biz_id IN (SELECT refund_no FROM refund_order WHERE user_id = o.user_id AND order_id = o.id)))
     )
+    -- The attempt log is appended (a second may have a row in each of two flushes) and indexed by shopper and
+    -- time: the order's attempts are its shopper's since a while before it was made (ATTEMPTS_BEFORE_ORDER).
     SELECT CASE WHEN a.layer = 'service' AND k.biz_type = ${OP.refund} THEN 'refund' ELSE a.layer END AS layer,
-           a.subject AS what, a.outcome, a.second AS at, a.count::int AS count, a.outcome = 'first' AS effect,
+           a.subject AS what, a.outcome, a.second AS at, sum(a.count)::int AS count, a.outcome = 'first' AS effect,
            a.absorbed_by
-      FROM duplicate_attempt a JOIN keys k ON a.scope = k.scope AND a.key = k.key
-     WHERE a.layer IN ('gateway', 'service')
+      FROM duplicate_attempt a JOIN keys k ON a.scope = k.scope AND a.key = k.key, o
+     WHERE a.layer IN ('gateway', 'service') AND a.scope = o.user_id AND a.second >= o.created_at - ${ATTEMPTS_BEFORE_ORDER}::interval
+     GROUP BY 1, 2, 3, 4, 6, 7
     UNION ALL
     -- A notification that changed nothing says why in its detail: the conditional update that matched no row.
     SELECT 'provider', n.type, n.outcome, date_trunc('second', n.received_at), count(*)::int, n.outcome = 'PROCESSED',
@@ -101,10 +110,12 @@ export async function orderStory(db: Executor, order: OrderRef): Promise<OrderSt
      WHERE p.user_id = o.user_id AND p.order_id = o.id
      GROUP BY 1, 2, 3, 4, 6, 7
     UNION ALL
-    SELECT 'consumer', a.subject || ' ← ' || e.event_type, a.outcome, a.second, a.count::int, a.outcome = 'APPLIED',
+    SELECT 'consumer', a.subject || ' ← ' || e.event_type, a.outcome, a.second, sum(a.count)::int, a.outcome = 'APPLIED',
            a.absorbed_by
       FROM duplicate_attempt a JOIN outbox_event e ON a.key = e.id::text, o
-     WHERE a.layer = 'consumer' AND e.user_id = o.user_id AND e.aggregate_id = o.id::text
+     WHERE a.layer = 'consumer' AND a.scope = o.user_id AND a.second >= o.created_at - ${ATTEMPTS_BEFORE_ORDER}::interval
+       AND e.user_id = o.user_id AND e.aggregate_id = o.id::text
+     GROUP BY 1, 2, 3, 4, 6, 7
     ORDER BY at`);
   const marks = (layer: StoryLayer, filter: (row: Row) => boolean = () => true): StoryMark[] =>
     rows

@@ -95,9 +95,8 @@ export type AttemptLayer = (typeof ATTEMPT_LAYERS)[number];
 export const duplicateAttempt = pgTable(
   "duplicate_attempt",
   {
-    id: identity(),
     layer: text({ enum: ATTEMPT_LAYERS }).notNull(),
-    /** The shopper (gateway, service); "" for a consumer. */
+    /** The shopper ("" for a gateway refusal that came before the shopper was known). */
     scope: text().notNull(),
     /** The operation (biz type), the gateway's route, or the consumer's name. */
     subject: text().notNull(),
@@ -114,17 +113,13 @@ export const duplicateAttempt = pgTable(
     second: timestamp({ withTimezone: true }).notNull(),
     count: integer().notNull(),
   },
+  // Appended, never updated: one row per key, layer, outcome and second in each flush (a second that spans two
+  // flushes has two rows; readers sum). Indexed in the order rows arrive (a shopper's, by time), so a write lands
+  // at the end of the index: keyed by the random idempotency key, every row cost a descent to a random leaf and
+  // an upsert's conflict check (measured: 20 µs a row against 9, on every replay and first execution).
   (t) => [
-    uniqueIndex("duplicate_attempt_uq").on(
-      t.scope,
-      t.key,
-      t.layer,
-      t.subject,
-      t.outcome,
-      t.absorbedBy,
-      t.second,
-    ),
-    index("duplicate_attempt_second_idx").on(t.second),
+    index("duplicate_attempt_scope_second_idx").on(t.scope, t.second),
+    index("duplicate_attempt_second_brin").using("brin", t.second),
     inList("duplicate_attempt_layer_valid", "layer", ATTEMPT_LAYERS),
   ],
 );
