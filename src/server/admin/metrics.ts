@@ -1,7 +1,7 @@
 import { Gauge, type Registry } from "prom-client";
 import type { Db } from "~/server/db/client";
 import { lastReconciliation } from "~/server/reconciliation/reconcile";
-import { opsFigures } from "./alerts";
+import { opsFigures, RECONCILE_EVERY_MIN } from "./alerts";
 
 const GAUGES = {
   outboxLagSeconds: ["checkout_outbox_lag_seconds", "Age of the oldest outbox event not yet relayed"],
@@ -53,7 +53,7 @@ const GAUGES = {
   ],
   reconciliationAgeSeconds: [
     "checkout_reconciliation_age_seconds",
-    "Age of the last reconciliation the event worker kept (it runs one every 5 minutes); absent before the first",
+    `Age of the last reconciliation the event worker kept (it runs one every ${RECONCILE_EVERY_MIN} minutes); absent before the first`,
   ],
 } as const;
 

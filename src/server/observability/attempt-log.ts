@@ -19,9 +19,9 @@ interface Tallied extends Attempt {
 
 /**
  * Every attempt that reached a layer, counted in memory per (key, layer, outcome, second) and appended as
- * one row each when flushed (readers sum the rows of a second that spans two flushes): a storm of a thousand copies of one request is one row with a
- * count of a thousand, and a replay answered from memory costs the database nothing until the flush
- * (once a second, one statement). The table feeds the order's story ("what happened to this order").
+ * one row each when flushed (readers sum the rows of a second that spans two flushes): a storm of a thousand
+ * copies of one request is one row with a count of a thousand, and a replay answered from memory costs the
+ * database nothing until the flush (once a second, one statement). The table feeds the order's story ("what happened to this order").
  * Bounded: past `maxEntries` distinct rows waiting, more are counted as dropped, not kept.
  */
 export class AttemptLog {
