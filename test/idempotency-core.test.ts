@@ -265,6 +265,62 @@ describe("idempotency core", () => {
     expect(await record(key)).toMatchObject({ status: "SUCCESS", biz_id: String(taker.result.effectId) });
   });
 
+  it("a holder refused after its key was taken over answers the taker's outcome, not its own refusal", async () => {
+    const key = randomUUID();
+    const short = { ...config, leaseMs: 150 };
+    const held = gate();
+    const slow = runIdempotent(
+      t.db,
+      operation(key, {
+        execute: async () => {
+          await held.opened;
+          throw new DomainError("OUT_OF_STOCK", "sold out while this holder was slow");
+        },
+      }),
+      short,
+    );
+    await sleep(300);
+    const taker = await runIdempotent(t.db, operation(key), short);
+    held.open();
+    // One answer per key: the slow holder's refusal was never stored, so it is not what it answers either.
+    await expect(slow).resolves.toMatchObject({ replayed: true, result: taker.result });
+    expect(await record(key)).toMatchObject({ status: "SUCCESS", biz_id: String(taker.result.effectId) });
+  });
+
+  it("a holder refused while the request that took its key over still works is told to retry (lease lost)", async () => {
+    const key = randomUUID();
+    const short = { ...config, leaseMs: 150 };
+    const slowHeld = gate();
+    const takerHeld = gate();
+    const slow = runIdempotent(
+      t.db,
+      operation(key, {
+        execute: async () => {
+          await slowHeld.opened;
+          throw new DomainError("OUT_OF_STOCK", "sold out while this holder was slow");
+        },
+      }),
+      short,
+    );
+    await sleep(300);
+    const taker = runIdempotent(
+      t.db,
+      operation(key, {
+        execute: async (tx) => {
+          await takerHeld.opened;
+          return writeEffect(tx, key);
+        },
+      }),
+      { ...short, leaseMs: 10_000 },
+    );
+    await expect.poll(async () => (await record(key))?.lease_version).toBe(2);
+    slowHeld.open();
+    await expect(slow).rejects.toMatchObject({ code: "IDEMPOTENCY_LEASE_LOST" });
+    takerHeld.open();
+    expect((await taker).replayed).toBe(false);
+    expect(await record(key)).toMatchObject({ status: "SUCCESS" });
+  });
+
   it("one transaction: waits for a holder still inside its transaction, however short its lease: no takeover", async () => {
     const key = randomUUID();
     const short = { ...config, leaseMs: 150 };

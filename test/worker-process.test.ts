@@ -76,7 +76,10 @@ describe("separate worker processes", () => {
     expect(effects).toEqual({ deductions: 6, grants: 12, shipments: 6 });
     expect((await reconcile(t.db)).ok).toBe(true);
     // Each worker tried to claim the period's reconciliation at start: one ran it for both, and kept it.
-    await expect.poll(async () => (await lastReconciliation(t.db))?.ok, { timeout: 30_000 }).toBeDefined();
+    await expect.poll(async () => (await lastReconciliation(t.db))?.ok, { timeout: 30_000 }).toBe(true);
+    const kept = await t.sql<{ ok: boolean }[]>`SELECT ok FROM reconciliation_report WHERE checked_at IS NOT NULL`;
+    expect(kept.length).toBeGreaterThan(0);
+    expect(kept.every((report) => report.ok)).toBe(true);
 
     const [first] = workers;
     const exited = new Promise<number | null>((resolve) => first?.once("exit", (code) => resolve(code)));

@@ -7,6 +7,7 @@ import {
   release,
   replay,
   settle,
+  storedOutcomeOf,
   storeFailure,
   storeFencedStatement,
   toLease,
@@ -142,28 +143,47 @@ async function executeInTransaction<T, Tx>(
 /**
  * After a rolled-back attempt, with the held connection given back (so a full
  * pool cannot deadlock on it): store a declared refusal, or free the key for
- * a retry. A lost lease is someone else's key now.
+ * a retry. A lost lease is someone else's key now: its holder's answer is the
+ * key's, never this attempt's refusal.
  */
-async function failUnderLease<T, Tx>(call: Call<T, Tx>, lease: Lease, error: unknown): Promise<never> {
+async function failUnderLease<T, Tx>(
+  call: Call<T, Tx>,
+  lease: Lease,
+  error: unknown,
+): Promise<IdempotentResult<T>> {
   const { store, op } = call;
   if (error instanceof IdempotencyError && error.code === "IDEMPOTENCY_LEASE_LOST") throw error;
   const body = op.refusal?.(error);
   if (body) {
-    if (await storeFailure(store, lease, body)) {
-      call.remember({
-        status: "FAILED",
-        responseBody: body,
-        answerVersion: versionOf(op),
-        bizId: null,
-        expiresAt: lease.expiresAt,
-        remainingMs: lease.remainingMs,
-        askedAt: lease.askedAt,
-      });
-    }
+    if (!(await storeFailure(store, lease, body))) return answerOfTakeOver(call);
+    call.remember({
+      status: "FAILED",
+      responseBody: body,
+      answerVersion: versionOf(op),
+      bizId: null,
+      expiresAt: lease.expiresAt,
+      remainingMs: lease.remainingMs,
+      askedAt: lease.askedAt,
+    });
     throw storedRefusal(body, lease.expiresAt, error);
   }
   await release(store, lease);
   throw unavailableIfTransient(error);
+}
+
+/**
+ * The answer of a key another request took over from this holder: the outcome it stored, or, while it
+ * works (or once the key was freed), IDEMPOTENCY_LEASE_LOST, which the client retries with the same key.
+ */
+async function answerOfTakeOver<T, Tx>(call: Call<T, Tx>): Promise<IdempotentResult<T>> {
+  const existing = await readRecord(call.store, call.op);
+  const outcome =
+    existing && !existing.expired && existing.fingerprint === call.requestFingerprint
+      ? storedOutcomeOf(existing)
+      : undefined;
+  if (!outcome) throw leaseLost();
+  call.remember(outcome);
+  return replay<T>(outcome, call.op);
 }
 
 export function sleep(duration: number): Promise<void> {

@@ -295,26 +295,28 @@ export async function settle(
   }
   const expiresAt = new Date(existing.expires_at);
   if (existing.fingerprint !== requestFingerprint) throw keyReused(expiresAt);
-  if (existing.status !== "PROCESSING") {
-    return {
-      kind: "stored",
-      outcome: {
-        status: existing.status,
-        responseBody: existing.response_body,
-        answerVersion: existing.answer_version,
-        bizId: existing.biz_id,
-        expiresAt,
-        remainingMs: existing.remaining_ms,
-        askedAt: existing.askedAt ?? 0,
-      },
-    };
-  }
+  const outcome = storedOutcomeOf(existing);
+  if (outcome) return { kind: "stored", outcome };
   if (!existing.lease_live) {
     const taken = await nextLease(store, record, existing.lease_version, config);
     return taken ? { kind: "owner", lease: taken } : "again";
   }
   if (deadline - Date.now() <= 0) throw inProgress(expiresAt);
   return "again";
+}
+
+/** The outcome a record holds; undefined while it is PROCESSING. */
+export function storedOutcomeOf(existing: RecordRow): StoredOutcome | undefined {
+  if (existing.status === "PROCESSING") return undefined;
+  return {
+    status: existing.status,
+    responseBody: existing.response_body,
+    answerVersion: existing.answer_version,
+    bizId: existing.biz_id,
+    expiresAt: new Date(existing.expires_at),
+    remainingMs: existing.remaining_ms,
+    askedAt: existing.askedAt ?? 0,
+  };
 }
 
 /** A stored outcome, answered again: a success as this code reads it, a refusal thrown as it was stored. */

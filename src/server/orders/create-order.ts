@@ -116,11 +116,21 @@ export async function insertOrder(
 ): Promise<{ order: CreatedOrder; existed: boolean }> {
   const requestFingerprint = fingerprint(createOrderOperation.name, canonicalOrderRequest(lines, couponCode));
   const sql = clientOf(tx);
+  // A request id that placed its order is answered with it whatever changed since (its last unit sold, its
+  // coupon spent, by this very order maybe): a refusal is for a request that placed none.
+  const placedBefore = () => existingOrderForRequest(tx, userId, requestId, requestFingerprint);
   // A coupon's discount depends on the lines' total: read the lines first (and refuse what cannot be placed).
-  const discountCents = couponCode
-    ? (await discountFor(tx, userId, couponCode, subtotalOf(refusal(await linesOf(sql, lines)))))
-        .discountCents
-    : 0;
+  let discountCents = 0;
+  if (couponCode) {
+    try {
+      discountCents = (await discountFor(tx, userId, couponCode, subtotalOf(refusal(await linesOf(sql, lines)))))
+        .discountCents;
+    } catch (error) {
+      const order = error instanceof DomainError ? await placedBefore() : undefined;
+      if (order) return { order, existed: true };
+      throw error;
+    }
+  }
   // The order and its lines in one statement, checked as it runs: every SKU known, in stock, one currency.
   const [placed] = await sql<{ order: CreatedOrder | null; lines: PricedLine[] }[]>`
     WITH line AS (
@@ -150,9 +160,11 @@ export async function insertOrder(
                                      'discountCents', discount_cents, 'currency', currency) FROM placed) AS order,
            (SELECT json_agg(line ORDER BY n) FROM line) AS lines`;
   if (!placed?.order) {
-    // Not placed: a line it cannot have (refused as before), or the request id already placed an order.
+    // Not placed: the request id already placed an order, or a line it cannot have.
+    const order = await placedBefore();
+    if (order) return { order, existed: true };
     refusal(placed?.lines ?? []);
-    return { order: await existingOrderForRequest(tx, userId, requestId, requestFingerprint), existed: true };
+    throw new Error("an order neither placed nor refused");
   }
   if (couponCode) {
     await redeem(tx, { code: couponCode, userId, orderId: placed.order.orderId, discountCents });
@@ -219,19 +231,19 @@ function answerOf({ discountCents, ...order }: CreatedOrder): CreatedOrder {
 /**
  * The business key outlives the idempotency record (which expires): a request id
  * that already made an order answers with that order, never a second one, and only
- * when it is the same request (its fingerprint, not merely its total).
+ * when it is the same request (its fingerprint, not merely its total). Undefined: it made none.
  */
 async function existingOrderForRequest(
   tx: Tx,
   userId: string,
   requestId: string,
   requestFingerprint: string,
-): Promise<CreatedOrder> {
+): Promise<CreatedOrder | undefined> {
   const [existing] = await tx
     .select({ ...createdColumns, requestFingerprint: orders.requestFingerprint })
     .from(orders)
     .where(and(eq(orders.userId, userId), eq(orders.requestId, requestId)));
-  if (!existing) throw new Error("order vanished between conflict and read");
+  if (!existing) return undefined;
   const { requestFingerprint: kept, ...order } = existing;
   if (kept !== requestFingerprint) {
     throw new DomainError(

@@ -352,7 +352,10 @@ async function applySuccess(
 ): Promise<Verdict> {
   const { userId, id: paymentId, orderId } = payment;
   if (!n.transaction_id) return refuse("MALFORMED", 400, "a success needs a transaction_id");
-  const clash = await transactionClash(tx, paymentId, n.transaction_id);
+  // The order's row is locked before anything is decided: the payment's UPDATE below reads whether the order
+  // awaits payment, and a cancel or the timeout job closing it must not commit between that read and the
+  // order's UPDATE (the payment would take money for a closed order). Order before payment, as a cancel.
+  const clash = await lockOrderAndFindClash(tx, payment, n.transaction_id);
   if (clash) return clash;
   // PENDING → SUCCESS while the order awaits payment; and CLOSED → SUCCESS when the close came first
   // only because notifications crossed (a late close, a delayed success): the provider holds the money,
@@ -417,22 +420,28 @@ async function applySuccess(
 }
 
 /**
- * A transaction id belongs to one payment (a unique index). A success naming one already recorded on
+ * Locks the payment's order until the transaction ends, and tells whether the transaction id is taken. A
+ * transaction id belongs to one payment (a unique index). A success naming one already recorded on
  * another payment is a provider's bug or a forgery: refused with 409 (TRANSACTION_CLASH, documented in
  * docs/provider-contract.md), recorded and alerted, and nothing changes. The provider may retry; a person decides.
  */
-async function transactionClash(
+async function lockOrderAndFindClash(
   tx: Tx,
-  paymentId: string,
+  payment: PaymentKey,
   transactionId: string,
 ): Promise<Verdict | undefined> {
-  const [other] = await clientOf(tx)<{ outTradeNo: string }[]>`
-    SELECT out_trade_no AS "outTradeNo" FROM payment_order WHERE transaction_id = ${transactionId} AND id <> ${paymentId}`;
+  // One round trip: the order's lock (a CTE that is read, so it runs) and the clash's read.
+  const [found] = await clientOf(tx)<{ outTradeNo: string | null }[]>`
+    WITH locked AS (SELECT id FROM orders WHERE user_id = ${payment.userId} AND id = ${payment.orderId} FOR UPDATE)
+    SELECT (SELECT count(*) FROM locked) AS locked,
+           (SELECT out_trade_no FROM payment_order WHERE transaction_id = ${transactionId} AND id <> ${payment.id}
+             LIMIT 1) AS "outTradeNo"`;
+  const other = found?.outTradeNo;
   return other
     ? refuse(
         "TRANSACTION_CLASH",
         409,
-        `transaction ${transactionId} is already payment ${other.outTradeNo}'s`,
+        `transaction ${transactionId} is already payment ${other}'s`,
         true,
       )
     : undefined;
