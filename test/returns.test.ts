@@ -150,7 +150,7 @@ describe("a refund of goods that have shipped", () => {
     expect(goods.map((v) => v.message)).toEqual([
       "a shipped order's stock is not what it shipped less what came back",
       "stock given back for a return beyond what was received",
-      "lines refunded after the order shipped, without their goods received back",
+      "refunds pay for more units than never shipped (goods with the shopper, not received back)",
     ]);
     expect(goods[0]?.rows).toEqual([
       expect.objectContaining({

@@ -1,13 +1,21 @@
 import { randomUUID } from "node:crypto";
 import type postgres from "postgres";
+import type { MockPayContext } from "~/mockpay/server/context";
+import type { AppContext } from "~/server/app-context";
 import { revokeCoupon } from "~/server/coupons/coupons";
 import { createOrder } from "~/server/orders/create-order";
+import { reconcile } from "~/server/reconciliation/reconcile";
+import { retryFailedRefund } from "~/server/refunds/retry-refund";
+import { receiveReturn } from "~/server/refunds/returns";
+import { submitPendingRefunds } from "~/server/refunds/submit";
 import { createCaller } from "~/server/trpc/root";
 import type { TestDatabase } from "./support/database";
 import { describe, expect, test } from "./support/fixtures";
 import {
   consumeOrderEvents,
+  deliverAll,
   factAbout,
+  mockPayFault,
   notifyAsProvider,
   orderAwaitingPayment,
   payThroughProvider,
@@ -19,6 +27,16 @@ import {
  * actor's transaction open at the moment that matters, then lets it commit, and checks what stays. The
  * permutation harness (npm run interleavings) explores every such moment; these pin the ones that were wrong.
  */
+
+/** What reconciliation finds wrong with one order, with no lag (events still to be delivered aside). */
+const violationsOf = async (db: AppContext["db"], orderId: string) =>
+  (await reconcile(db, { lagSeconds: 0 })).invariants
+    .filter((i) => i.name !== "events-delivered")
+    .flatMap((i) =>
+      i.violations
+        .filter((v) => v.rows.some((row) => row.order_id === orderId))
+        .map((v) => `${i.name}: ${v.message}`),
+    );
 
 /** A transaction on a connection of its own, held open until `commit()`. */
 async function openTransaction(database: TestDatabase) {
@@ -149,5 +167,91 @@ describe("a request sent again after its key expired, once what it was refused f
     ).rejects.toMatchObject({
       code: "COUPON_NOT_APPLICABLE",
     });
+  });
+});
+
+describe("a line refund rejected before the order shipped, retried after", () => {
+  /** A paid order of 2 units whose refund of 1 unit MockPay rejects, then the order fulfilled (it ships 2). */
+  async function shippedWithRejectedRefund(app: AppContext, mockPay: MockPayContext, database: TestDatabase) {
+    const skuId = await scarceSku(app.db, 10);
+    const paid = await payThroughProvider(app, mockPay, [{ skuId, quantity: 2 }]);
+    await mockPayFault(mockPay, paid.outTradeNo, "REJECT_REFUNDS", 1);
+    const refundNo = `R-${randomUUID()}`;
+    const caller = createCaller({ app, userId: paid.userId, requestId: randomUUID() });
+    await caller.refunds.create({ orderId: paid.orderId, refundNo, lines: [{ skuId, quantity: 1 }] });
+    await consumeOrderEvents(app.db, paid.orderId);
+    const [row] = await database.sql<{ provider_refund_no: string; status: string; shipped: number }[]>`
+      SELECT r.provider_refund_no, r.status,
+             (SELECT sum(quantity)::int FROM shipment_line WHERE order_id = r.order_id) AS shipped
+        FROM refund_order r WHERE r.refund_no = ${refundNo}`;
+    expect(row).toMatchObject({ status: "REFUND_FAILED", shipped: 2 });
+    return { ...paid, skuId, refundNo, providerRefundNo: row?.provider_refund_no ?? "" };
+  }
+
+  test("its Retry asks for the goods back instead of paying for a unit the shopper keeps", async ({
+    app,
+    mockPay,
+    database,
+  }) => {
+    const order = await shippedWithRejectedRefund(app, mockPay, database);
+    // Without the Retry's check, this is what reconciliation would have seen (the refund paying for a shipped
+    // unit): the rule is checked whenever the refund was recorded.
+    await database.sql`UPDATE refund_order SET status = 'REFUND_SUCCESS' WHERE refund_no = ${order.refundNo}`;
+    expect(await violationsOf(app.db, order.orderId)).toContain(
+      "goods-conserved: refunds pay for more units than never shipped (goods with the shopper, not received back)",
+    );
+    await database.sql`UPDATE refund_order SET status = 'REFUND_FAILED' WHERE refund_no = ${order.refundNo}`;
+
+    expect(await retryFailedRefund(app.db, order.providerRefundNo, app.payments)).toBe(
+      "REFUND_AWAITING_GOODS",
+    );
+    await deliverAll(mockPay);
+    const [atProvider] = await database.sql<{ n: number }[]>`
+      SELECT count(*)::int AS n FROM provider_refund WHERE refund_no = ${order.providerRefundNo} AND status = 'SUCCEEDED'`;
+    expect(atProvider?.n).toBe(0);
+
+    // The kettle comes back: then it is refunded, and its unit goes back to stock.
+    await receiveReturn(app.db, order.providerRefundNo, `scan-${randomUUID()}`, app.payments);
+    await deliverAll(mockPay);
+    await consumeOrderEvents(app.db, order.orderId);
+    const [after] = await database.sql`
+      SELECT r.status, (SELECT stock FROM sku WHERE id = ${order.skuId}) AS stock
+        FROM refund_order r WHERE r.refund_no = ${order.refundNo}`;
+    expect(after).toEqual({ status: "REFUND_SUCCESS", stock: 9 });
+    expect(await violationsOf(app.db, order.orderId)).toEqual([]);
+  });
+
+  test("a line refund in flight when the order shipped, rejected after: its Retry pays for the unit left behind", async ({
+    app,
+    mockPay,
+    database,
+  }) => {
+    const skuId = await scarceSku(app.db, 10);
+    const paid = await payThroughProvider(app, mockPay, [{ skuId, quantity: 2 }]);
+    const refundNo = `R-${randomUUID()}`;
+    // Recorded while the provider is away: CREATED (under way) when the order ships, so its unit stays behind.
+    const away = { ...app, payments: { ...app.payments, providerBaseUrl: "http://127.0.0.1:1" } };
+    await createCaller({ app: away, userId: paid.userId, requestId: randomUUID() }).refunds.create({
+      orderId: paid.orderId,
+      refundNo,
+      lines: [{ skuId, quantity: 1 }],
+    });
+    await consumeOrderEvents(app.db, paid.orderId);
+    await mockPayFault(mockPay, paid.outTradeNo, "REJECT_REFUNDS", 1);
+    await submitPendingRefunds(app.db, app.payments);
+    const [row] = await database.sql<{ provider_refund_no: string; status: string; shipped: number }[]>`
+      SELECT r.provider_refund_no, r.status,
+             (SELECT sum(quantity)::int FROM shipment_line WHERE order_id = r.order_id) AS shipped
+        FROM refund_order r WHERE r.refund_no = ${refundNo}`;
+    expect(row).toMatchObject({ status: "REFUND_FAILED", shipped: 1 });
+
+    await retryFailedRefund(app.db, row?.provider_refund_no ?? "", app.payments);
+    await deliverAll(mockPay);
+    await consumeOrderEvents(app.db, paid.orderId);
+    const [after] = await database.sql`
+      SELECT r.status, (SELECT stock FROM sku WHERE id = ${skuId}) AS stock
+        FROM refund_order r WHERE r.refund_no = ${refundNo}`;
+    expect(after).toEqual({ status: "REFUND_SUCCESS", stock: 9 });
+    expect(await violationsOf(app.db, paid.orderId)).toEqual([]);
   });
 });

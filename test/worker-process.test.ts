@@ -77,7 +77,9 @@ describe("separate worker processes", () => {
     expect((await reconcile(t.db)).ok).toBe(true);
     // Each worker tried to claim the period's reconciliation at start: one ran it for both, and kept it.
     await expect.poll(async () => (await lastReconciliation(t.db))?.ok, { timeout: 30_000 }).toBe(true);
-    const kept = await t.sql<{ ok: boolean }[]>`SELECT ok FROM reconciliation_report WHERE checked_at IS NOT NULL`;
+    const kept = await t.sql<
+      { ok: boolean }[]
+    >`SELECT ok FROM reconciliation_report WHERE checked_at IS NOT NULL`;
     expect(kept.length).toBeGreaterThan(0);
     expect(kept.every((report) => report.ok)).toBe(true);
 

@@ -82,6 +82,11 @@ export const REFUND_MACHINE = machine({
       on: "refund.failed: the provider accepted it, then it failed",
     },
     retry: { from: ["REFUND_FAILED"], to: "REFUND_CREATED", on: "an operator's Retry (its next attempt)" },
+    retryAsReturn: {
+      from: ["REFUND_FAILED"],
+      to: "REFUND_AWAITING_GOODS",
+      on: "an operator's Retry of lines whose goods shipped meanwhile: refunded once they are back",
+    },
     supersede: { from: ["REFUND_FAILED"], to: "REFUND_SUPERSEDED", on: "other refunds left it no room" },
     reinstate: {
       from: ["REFUND_SUPERSEDED"],

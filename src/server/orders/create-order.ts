@@ -123,8 +123,9 @@ export async function insertOrder(
   let discountCents = 0;
   if (couponCode) {
     try {
-      discountCents = (await discountFor(tx, userId, couponCode, subtotalOf(refusal(await linesOf(sql, lines)))))
-        .discountCents;
+      discountCents = (
+        await discountFor(tx, userId, couponCode, subtotalOf(refusal(await linesOf(sql, lines))))
+      ).discountCents;
     } catch (error) {
       const order = error instanceof DomainError ? await placedBefore() : undefined;
       if (order) return { order, existed: true };

@@ -438,12 +438,7 @@ async function lockOrderAndFindClash(
              LIMIT 1) AS "outTradeNo"`;
   const other = found?.outTradeNo;
   return other
-    ? refuse(
-        "TRANSACTION_CLASH",
-        409,
-        `transaction ${transactionId} is already payment ${other}'s`,
-        true,
-      )
+    ? refuse("TRANSACTION_CLASH", 409, `transaction ${transactionId} is already payment ${other}'s`, true)
     : undefined;
 }
 

@@ -33,7 +33,7 @@ export const GOODS_INVARIANTS: Invariant[] = [
   {
     name: "goods-conserved",
     description:
-      "Goods come back only when they come back: once an order has shipped, the stock it holds is what its shipment carried less what was received back, per SKU; stock is given back for a return only as far as its goods were received, and no refund recorded after the shipment pays for lines whose goods were not.",
+      "Goods come back only when they come back: per order and SKU, stock deducted − stock returned = units shipped and not received back + units held for it (none once it has shipped and its refunds settled); stock is given back for a return only as far as its goods were received; a refund pays only for units that never shipped or that came back.",
     checks: [
       {
         message: "a shipped order's stock is not what it shipped less what came back",
@@ -60,13 +60,23 @@ export const GOODS_INVARIANTS: Invariant[] = [
                           WHERE r.created_at > s.created_at AND sr.quantity > coalesce(rr.quantity, 0)`,
       },
       {
-        message: "lines refunded after the order shipped, without their goods received back",
-        query: () => sql`SELECT r.order_id, r.refund_no, r.status FROM refund_order r
-                           JOIN shipment s ON s.user_id = r.user_id AND s.order_id = r.order_id
-                          WHERE r.created_at > s.created_at
-                            AND r.status IN ('REFUND_CREATED', 'REFUND_PROCESSING', 'REFUND_SUCCESS')
-                            AND EXISTS (SELECT 1 FROM refund_line l WHERE l.user_id = r.user_id AND l.refund_id = r.id)
-                            AND NOT EXISTS (SELECT 1 FROM return_receipt rr WHERE rr.user_id = r.user_id AND rr.refund_id = r.id)`,
+        // Per (order, SKU): refunds that pay for lines without a receipt pay for units that never shipped; there
+        // are only ordered − shipped of those. Whenever the refund was recorded (before the shipment, rejected,
+        // and retried after it, say).
+        message: "refunds pay for more units than never shipped (goods with the shopper, not received back)",
+        query:
+          () => sql`SELECT i.order_id, i.sku_id, i.quantity AS ordered, coalesce(sl.quantity, 0) AS shipped,
+                                c.paying
+                           FROM shipment s
+                           JOIN order_item i ON i.user_id = s.user_id AND i.order_id = s.order_id
+                           LEFT JOIN shipment_line sl ON sl.user_id = i.user_id AND sl.order_id = i.order_id AND sl.sku_id = i.sku_id
+                           CROSS JOIN LATERAL (
+                             SELECT coalesce(sum(l.quantity), 0)::int AS paying FROM refund_line l
+                               JOIN refund_order r ON r.user_id = l.user_id AND r.id = l.refund_id
+                              WHERE l.user_id = i.user_id AND l.order_id = i.order_id AND l.sku_id = i.sku_id
+                                AND r.status IN ('REFUND_CREATED', 'REFUND_PROCESSING', 'REFUND_SUCCESS')
+                                AND NOT EXISTS (SELECT 1 FROM return_receipt rr WHERE rr.user_id = r.user_id AND rr.refund_id = r.id)) c
+                          WHERE c.paying > i.quantity - coalesce(sl.quantity, 0)`,
       },
     ],
   },

@@ -25,8 +25,8 @@ export type RefundTransition = keyof typeof REFUND_MACHINE.transitions;
  * Moves one refund by a transition of its machine (db/machines.ts): from any of its FROM states to its TO, by
  * a conditional update, and posts the money that moves with
  * it to the ledger in the same transaction (ledger.ts: where each status puts a refund's amount). Zero rows
- * (undefined) means it was not in `from` any more: someone else moved it first. A move back to
- * REFUND_CREATED from a rejection (a Retry) is the refund's next attempt.
+ * (undefined) means it was not in `from` any more: someone else moved it first. A move out of a rejection
+ * (a Retry: to REFUND_CREATED, or to REFUND_AWAITING_GOODS for goods that shipped) is the refund's next attempt.
  */
 export async function moveRefund(
   tx: Tx,
@@ -53,7 +53,7 @@ export async function moveRefund(
   }>(sql`
     UPDATE refund_order r
        SET status = ${to}, updated_at = clock_timestamp(), failure_reason = ${reason}, provider_attempt = ${attempt},
-           attempt = r.attempt + (CASE WHEN ${to} = 'REFUND_CREATED'
+           attempt = r.attempt + (CASE WHEN ${to} IN ('REFUND_CREATED', 'REFUND_AWAITING_GOODS')
                                             AND was.status IN ('REFUND_FAILED', 'REFUND_SUPERSEDED') THEN 1 ELSE 0 END)
       FROM (SELECT id, status FROM refund_order
              WHERE user_id = ${refund.userId} AND id = ${refund.id} AND status = ANY(${sql.param([...from])}::text[])
@@ -91,6 +91,26 @@ export const A_LINE_NO_LONGER_FITS = sql`EXISTS (
                 JOIN refund_order o2 ON o2.user_id = l2.user_id AND o2.id = l2.refund_id
                WHERE l2.user_id = l.user_id AND l2.order_id = l.order_id AND l2.sku_id = l.sku_id
                  AND o2.status NOT IN ('REFUND_FAILED', 'REFUND_SUPERSEDED', 'REFUND_CANCELLED')))`;
+
+/**
+ * The refund `r` (in the query) names a line for more units than the order's shipment left behind: ordered,
+ * less shipped, less what other refunds that paid (or may still pay) for units never shipped named. Such a
+ * refund cannot pay for units that never shipped: the goods are with the shopper, and must come back first.
+ * False before the order ships.
+ */
+export const A_LINE_SHIPPED = sql`EXISTS (
+  SELECT 1 FROM refund_line l
+    JOIN order_item i ON i.user_id = l.user_id AND i.order_id = l.order_id AND i.sku_id = l.sku_id
+    JOIN shipment s ON s.user_id = l.user_id AND s.order_id = l.order_id
+   WHERE l.user_id = r.user_id AND l.refund_id = r.id
+     AND l.quantity > i.quantity
+           - coalesce((SELECT sl.quantity FROM shipment_line sl
+                        WHERE sl.user_id = l.user_id AND sl.order_id = l.order_id AND sl.sku_id = l.sku_id), 0)
+           - (SELECT coalesce(sum(l2.quantity), 0) FROM refund_line l2
+                JOIN refund_order o2 ON o2.user_id = l2.user_id AND o2.id = l2.refund_id
+               WHERE l2.user_id = l.user_id AND l2.order_id = l.order_id AND l2.sku_id = l.sku_id
+                 AND o2.id <> r.id AND o2.status IN ('REFUND_CREATED', 'REFUND_PROCESSING', 'REFUND_SUCCESS')
+                 AND NOT EXISTS (SELECT 1 FROM return_receipt x WHERE x.user_id = o2.user_id AND x.refund_id = o2.id)))`;
 
 /**
  * Restates the rejected refunds of a payment after any refund of it moved: a rejected refund that still fits
