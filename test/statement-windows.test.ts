@@ -3,6 +3,7 @@ import type postgres from "postgres";
 import type { MockPayContext } from "~/mockpay/server/context";
 import type { AppContext } from "~/server/app-context";
 import { revokeCoupon } from "~/server/coupons/coupons";
+import { handleConsumeJob } from "~/server/fulfilment/worker";
 import { createOrder } from "~/server/orders/create-order";
 import { reconcile } from "~/server/reconciliation/reconcile";
 import { retryFailedRefund } from "~/server/refunds/retry-refund";
@@ -252,6 +253,44 @@ describe("a line refund rejected before the order shipped, retried after", () =>
       SELECT r.status, (SELECT stock FROM sku WHERE id = ${skuId}) AS stock
         FROM refund_order r WHERE r.refund_no = ${refundNo}`;
     expect(after).toEqual({ status: "REFUND_SUCCESS", stock: 9 });
+    expect(await violationsOf(app.db, paid.orderId)).toEqual([]);
+  });
+});
+
+describe("a line refund that succeeded before the order shipped, its stock not yet given back", () => {
+  test("the shipment leaves its unit behind, and the stock-return consumer gives it back after", async ({
+    app,
+    mockPay,
+    database,
+  }) => {
+    // Found by npm run interleavings (benefit-reversal × its redelivery, settled): the shipping consumer ran
+    // before the stock-return consumer, and shipped the refunded unit too.
+    const skuId = await scarceSku(app.db, 10);
+    const paid = await payThroughProvider(app, mockPay, [{ skuId, quantity: 2 }]);
+    const [orderPaid] = await database.sql<{ id: string }[]>`
+      SELECT id FROM outbox_event WHERE aggregate_id = ${paid.orderId} AND event_type = 'OrderPaid'`;
+    await handleConsumeJob(app.db, { eventId: orderPaid?.id ?? "", userId: paid.userId, consumer: "stock" });
+    const caller = createCaller({ app, userId: paid.userId, requestId: randomUUID() });
+    await caller.refunds.create({
+      orderId: paid.orderId,
+      refundNo: `R-${randomUUID()}`,
+      lines: [{ skuId, quantity: 1 }],
+    });
+    await deliverAll(mockPay);
+    const [stockDeducted] = await database.sql<{ id: string }[]>`
+      SELECT id FROM outbox_event WHERE aggregate_id = ${paid.orderId} AND event_type = 'StockDeducted'`;
+    await handleConsumeJob(app.db, {
+      eventId: stockDeducted?.id ?? "",
+      userId: paid.userId,
+      consumer: "shipping",
+    });
+    const [shipped] = await database.sql<{ quantity: number }[]>`
+      SELECT quantity FROM shipment_line WHERE order_id = ${paid.orderId}`;
+    expect(shipped?.quantity).toBe(1);
+
+    await consumeOrderEvents(app.db, paid.orderId);
+    const [sku] = await database.sql<{ stock: number }[]>`SELECT stock FROM sku WHERE id = ${skuId}`;
+    expect(sku?.stock).toBe(9);
     expect(await violationsOf(app.db, paid.orderId)).toEqual([]);
   });
 });

@@ -1,4 +1,5 @@
 import net from "node:net";
+import { listenInFront, serverConnector } from "../../scripts/lib/pg-proxy-ends";
 
 /**
  * A TCP proxy in front of the test database that can kill a connection the way
@@ -68,13 +69,7 @@ function strayDataRow(): Buffer {
 }
 
 export async function startPgProxy(databaseUrl: string): Promise<PgProxy> {
-  const target = new URL(databaseUrl);
-  const socketDir = target.searchParams.get("host");
-  const port = Number(target.port || 5432);
-  const connectTarget = (): net.Socket =>
-    socketDir?.startsWith("/")
-      ? net.connect({ path: `${socketDir}/.s.PGSQL.${port}` })
-      : net.connect({ host: target.hostname, port });
+  const connectTarget = serverConnector(databaseUrl);
 
   let trigger: { text: string; remaining: number } | undefined;
   let stray: { text: string; remaining: number } | undefined;
@@ -140,16 +135,10 @@ export async function startPgProxy(databaseUrl: string): Promise<PgProxy> {
       upstream.write(data);
     });
   };
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const address = server.address() as net.AddressInfo;
-
-  const url = new URL(databaseUrl);
-  url.searchParams.delete("host");
-  url.hostname = "127.0.0.1";
-  url.port = String(address.port);
+  const url = await listenInFront(server, databaseUrl);
 
   return {
-    url: url.toString(),
+    url,
     killOn(text, count = 1) {
       trigger = { text, remaining: count };
     },

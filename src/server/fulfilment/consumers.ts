@@ -170,9 +170,12 @@ export const shippingConsumer: Consumer = {
   async apply(tx, event) {
     const order = orderOf(event);
     // Only a PAID order whose stock was deducted ships (this event says it was); a refunded one does not.
-    if ((await lockOrderStatus(tx, order)) !== "PAID") return "SKIPPED";
-    // What it carries: what the order holds, less the units of line refunds still under way.
+    const status = await lockOrderStatus(tx, order);
+    if (status !== "PAID") return "SKIPPED";
+    // What it carries: what the order holds and should still hold (a line refund that succeeded gives its units
+    // back, whether or not the stock-return consumer has run yet), less the units of line refunds under way.
     const held = await stockHeld(tx, order);
+    const target = await stockTarget(tx, order, status);
     const beingRefunded = await unitsBeingRefunded(tx, order);
     const [created] = await tx
       .insert(shipment)
@@ -191,7 +194,10 @@ export const shippingConsumer: Consumer = {
           [...held].map(([skuId, quantity]) => ({
             ...order,
             skuId,
-            quantity: Math.max(0, quantity - (beingRefunded.get(skuId) ?? 0)),
+            quantity: Math.max(
+              0,
+              Math.min(quantity, target.get(skuId) ?? 0) - (beingRefunded.get(skuId) ?? 0),
+            ),
           })),
         )
         .onConflictDoNothing({ target: [shipmentLine.userId, shipmentLine.orderId, shipmentLine.skuId] });

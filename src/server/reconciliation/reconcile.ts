@@ -27,24 +27,41 @@ export interface ReconciliationReport {
 /** Every invariant: that each effect happened once, that goods are conserved, that money is. */
 const INVARIANTS = [...ONCE_INVARIANTS, ...GOODS_INVARIANTS, ...MONEY_INVARIANTS];
 
-/** Checks every invariant over the whole database and lists what breaks each, with the rows involved. */
-export async function reconcile(db: Db, options: ReconcileOptions = {}): Promise<ReconciliationReport> {
+/**
+ * Checks every invariant over the whole database and lists what breaks each, with the rows involved. One
+ * check at a time, unless `parallel` says how many may run at once (the permutation harness, on a small
+ * database, checks after every schedule).
+ */
+export async function reconcile(
+  db: Db,
+  options: ReconcileOptions = {},
+  { parallel = 1 }: { parallel?: number } = {},
+): Promise<ReconciliationReport> {
   const o = {
     lagSeconds: options.lagSeconds ?? 60,
     sampleSize: options.sampleSize ?? 20,
     paymentTimeoutS: options.paymentTimeoutS ?? 900,
   };
-  const invariants: InvariantResult[] = [];
-  for (const invariant of INVARIANTS) {
-    const violations: Violation[] = [];
-    for (const check of invariant.checks) {
+  const checks = INVARIANTS.flatMap((invariant) => invariant.checks);
+  const found = new Map<(typeof checks)[number], Record<string, unknown>[]>();
+  let next = 0;
+  const worker = async () => {
+    for (let check = checks[next++]; check; check = checks[next++]) {
       const rows = await db.execute<Record<string, unknown>>(
         sql`SELECT * FROM (${check.query(o)}) AS violation LIMIT ${o.sampleSize}`,
       );
-      if (rows.length > 0) violations.push({ message: check.message, rows: [...rows] });
+      found.set(check, [...rows]);
     }
-    invariants.push({ name: invariant.name, description: invariant.description, violations });
-  }
+  };
+  await Promise.all(Array.from({ length: Math.max(1, parallel) }, worker));
+  const invariants: InvariantResult[] = INVARIANTS.map((invariant) => ({
+    name: invariant.name,
+    description: invariant.description,
+    violations: invariant.checks.flatMap((check) => {
+      const rows = found.get(check) ?? [];
+      return rows.length > 0 ? [{ message: check.message, rows }] : [];
+    }),
+  }));
   return { checkedAt: new Date(), ok: invariants.every((i) => i.violations.length === 0), invariants };
 }
 
