@@ -1,7 +1,12 @@
-/** `npm run reconcile`: checks every invariant over the database; exits 1 if any is broken. */
+/**
+ * `npm run reconcile`: checks every invariant over the database; exits 1 if any is broken.
+ *   --repair   first repairs what is safe to repair (src/server/reconciliation/repair.ts), as the worker's
+ *              periodic run does, and lists it
+ */
 import { getEnv } from "~/env";
 import { closeDb, createDb } from "~/server/db/client";
 import { reconcile, violationCount } from "~/server/reconciliation/reconcile";
+import { repairWhatIsSafe } from "~/server/reconciliation/repair";
 import { assertDriverPatched } from "~/shared/postgres-driver";
 import { exitWith } from "./lib/exit";
 
@@ -12,6 +17,11 @@ const env = getEnv();
 const db = createDb(env.databaseUrl, { max: 2 });
 let code = 0;
 try {
+  if (process.argv.includes("--repair")) {
+    const repairs = await repairWhatIsSafe(db);
+    for (const repair of repairs) console.log(`repaired: ${JSON.stringify(repair)}`);
+    console.log(`${repairs.length} repair(s)`);
+  }
   const report = await reconcile(db, { paymentTimeoutS: env.ORDER_PAYMENT_TIMEOUT_S });
   for (const invariant of report.invariants) {
     const mark = invariant.violations.length === 0 ? "ok  " : "FAIL";

@@ -5,10 +5,8 @@ import type { AppContext } from "~/server/app-context";
 import { revokeCoupon } from "~/server/coupons/coupons";
 import { handleConsumeJob } from "~/server/fulfilment/worker";
 import { createOrder } from "~/server/orders/create-order";
-import { reconcile } from "~/server/reconciliation/reconcile";
 import { retryFailedRefund } from "~/server/refunds/retry-refund";
 import { receiveReturn } from "~/server/refunds/returns";
-import { submitPendingRefunds } from "~/server/refunds/submit";
 import { createCaller } from "~/server/trpc/root";
 import type { TestDatabase } from "./support/database";
 import { describe, expect, test } from "./support/fixtures";
@@ -21,6 +19,8 @@ import {
   orderAwaitingPayment,
   payThroughProvider,
   scarceSku,
+  unitLeftBehindForRejectedRefund,
+  violationsOf,
 } from "./support/scenarios";
 
 /**
@@ -28,16 +28,6 @@ import {
  * actor's transaction open at the moment that matters, then lets it commit, and checks what stays. The
  * permutation harness (npm run interleavings) explores every such moment; these pin the ones that were wrong.
  */
-
-/** What reconciliation finds wrong with one order, with no lag (events still to be delivered aside). */
-const violationsOf = async (db: AppContext["db"], orderId: string) =>
-  (await reconcile(db, { lagSeconds: 0 })).invariants
-    .filter((i) => i.name !== "events-delivered")
-    .flatMap((i) =>
-      i.violations
-        .filter((v) => v.rows.some((row) => row.order_id === orderId))
-        .map((v) => `${i.name}: ${v.message}`),
-    );
 
 /** A transaction on a connection of its own, held open until `commit()`. */
 async function openTransaction(database: TestDatabase) {
@@ -227,33 +217,18 @@ describe("a line refund rejected before the order shipped, retried after", () =>
     mockPay,
     database,
   }) => {
-    const skuId = await scarceSku(app.db, 10);
-    const paid = await payThroughProvider(app, mockPay, [{ skuId, quantity: 2 }]);
-    const refundNo = `R-${randomUUID()}`;
-    // Recorded while the provider is away: CREATED (under way) when the order ships, so its unit stays behind.
-    const away = { ...app, payments: { ...app.payments, providerBaseUrl: "http://127.0.0.1:1" } };
-    await createCaller({ app: away, userId: paid.userId, requestId: randomUUID() }).refunds.create({
-      orderId: paid.orderId,
-      refundNo,
-      lines: [{ skuId, quantity: 1 }],
-    });
-    await consumeOrderEvents(app.db, paid.orderId);
-    await mockPayFault(mockPay, paid.outTradeNo, "REJECT_REFUNDS", 1);
-    await submitPendingRefunds(app.db, app.payments);
-    const [row] = await database.sql<{ provider_refund_no: string; status: string; shipped: number }[]>`
-      SELECT r.provider_refund_no, r.status,
-             (SELECT sum(quantity)::int FROM shipment_line WHERE order_id = r.order_id) AS shipped
-        FROM refund_order r WHERE r.refund_no = ${refundNo}`;
-    expect(row).toMatchObject({ status: "REFUND_FAILED", shipped: 1 });
-
-    await retryFailedRefund(app.db, row?.provider_refund_no ?? "", app.payments);
+    const { skuId, orderId, refundNo, providerRefundNo } = await unitLeftBehindForRejectedRefund(
+      app,
+      mockPay,
+    );
+    await retryFailedRefund(app.db, providerRefundNo, app.payments);
     await deliverAll(mockPay);
-    await consumeOrderEvents(app.db, paid.orderId);
+    await consumeOrderEvents(app.db, orderId);
     const [after] = await database.sql`
       SELECT r.status, (SELECT stock FROM sku WHERE id = ${skuId}) AS stock
         FROM refund_order r WHERE r.refund_no = ${refundNo}`;
     expect(after).toEqual({ status: "REFUND_SUCCESS", stock: 9 });
-    expect(await violationsOf(app.db, paid.orderId)).toEqual([]);
+    expect(await violationsOf(app.db, orderId)).toEqual([]);
   });
 });
 

@@ -13,6 +13,8 @@ import { createOrder } from "~/server/orders/create-order";
 import type { OrderLine } from "~/server/orders/schema";
 import { createPayment } from "~/server/payments/create-payment";
 import { handlePaymentNotification } from "~/server/payments/notify";
+import { reconcile } from "~/server/reconciliation/reconcile";
+import { submitPendingRefunds } from "~/server/refunds/submit";
 import { createCaller } from "~/server/trpc/root";
 import { type NotificationBody, payRequestSchema, signBody } from "~/shared/provider-contract";
 
@@ -173,4 +175,41 @@ export function mockPayFault(mockPay: MockPayContext, outTradeNo: string, action
     { action, count, delayS: 1 },
     mockPay.delivery,
   );
+}
+
+/**
+ * A paid order of 2 units of a SKU of its own whose line refund of 1 unit was under way when it shipped (recorded
+ * while the provider was away), so the shipment left that unit behind, and which MockPay then rejected.
+ */
+export async function unitLeftBehindForRejectedRefund(app: AppContext, mockPay: MockPayContext) {
+  const skuId = await scarceSku(app.db, 10);
+  const paid = await payThroughProvider(app, mockPay, [{ skuId, quantity: 2 }]);
+  const refundNo = `R-${randomUUID()}`;
+  const away = { ...app, payments: { ...app.payments, providerBaseUrl: "http://127.0.0.1:1" } };
+  await createCaller({ app: away, userId: paid.userId, requestId: randomUUID() }).refunds.create({
+    orderId: paid.orderId,
+    refundNo,
+    lines: [{ skuId, quantity: 1 }],
+  });
+  await consumeOrderEvents(app.db, paid.orderId);
+  await mockPayFault(mockPay, paid.outTradeNo, "REJECT_REFUNDS", 1);
+  await submitPendingRefunds(app.db, app.payments);
+  const [row] = await app.db.$client<{ provider_refund_no: string; status: string; shipped: number }[]>`
+    SELECT r.provider_refund_no, r.status,
+           (SELECT sum(quantity)::int FROM shipment_line WHERE order_id = r.order_id) AS shipped
+      FROM refund_order r WHERE r.refund_no = ${refundNo}`;
+  if (row?.status !== "REFUND_FAILED" || row.shipped !== 1)
+    throw new Error(`unexpected story: ${JSON.stringify(row)}`);
+  return { ...paid, skuId, refundNo, providerRefundNo: row.provider_refund_no };
+}
+
+/** What reconciliation finds wrong with one order, with this lag (events still to be delivered aside). */
+export async function violationsOf(db: Db, orderId: string, lagSeconds = 0) {
+  return (await reconcile(db, { lagSeconds })).invariants
+    .filter((i) => i.name !== "events-delivered")
+    .flatMap((i) =>
+      i.violations
+        .filter((v) => v.rows.some((row) => row.order_id === orderId))
+        .map((v) => `${i.name}: ${v.message}`),
+    );
 }

@@ -9,6 +9,7 @@ import { createOrderOperation } from "~/server/orders/create-order";
 import { closeTimedOutOrders } from "~/server/orders/timeout";
 import { createPaymentOperation } from "~/server/payments/create-payment";
 import { applyFactFromProvider, syncPaymentStatus } from "~/server/payments/status-query";
+import { repairWhatIsSafe } from "~/server/reconciliation/repair";
 import { createRefundOperation } from "~/server/refunds/create-refund";
 import { retryFailedRefund } from "~/server/refunds/retry-refund";
 import { receiveReturn } from "~/server/refunds/returns";
@@ -77,6 +78,7 @@ export const ACTOR_KINDS = [
   "provider:payment.closed",
   "job:payment-timeout",
   "job:status-query",
+  "job:repair",
   "operator:retry-refund",
   "operator:return-received",
 ] as const;
@@ -495,8 +497,35 @@ export const PAIRS: AnyPair[] = [
     ],
   }),
 
+  pair({
+    name: "repair × auto-refund consumer (an order short of stock, holding its money)",
+    covers: ["job:repair", "consumer:auto-refund"],
+    setup: async (world) => {
+      const short = await shortOrder(world);
+      return { orderId: short.orderId, event: await eventOf(world, short.orderId, "StockShort") };
+    },
+    actors: [
+      { name: "repair", act: (_world, db) => repairWhatIsSafe(db, { lagSeconds: 0 }) },
+      { name: "auto-refund consumer", act: (_world, db, f) => consumeOne(db, f.event, "auto-refund") },
+    ],
+    orders: (f) => [f.orderId],
+  }),
+
   ...redeliveries(),
 ];
+
+/** Two paid orders of the last units: the one consumed second runs short of stock (its StockShort raised). */
+async function shortOrder(world: World) {
+  // Earlier stories of the batch may have taken them all: then a delivery comes in, so there is one to take.
+  await world.sql`
+    UPDATE sku SET stock = stock + 1, initial_stock = initial_stock + 1 WHERE id = 'SKU-LIMITED' AND stock = 0`;
+  const [limited] = await world.sql<{ stock: number }[]>`SELECT stock FROM sku WHERE id = 'SKU-LIMITED'`;
+  const first = await paidOrder(world, [{ skuId: "SKU-LIMITED", quantity: limited?.stock ?? 1 }]);
+  const second = await paidOrder(world, [{ skuId: "SKU-LIMITED", quantity: 1 }]);
+  await consume(world, first.orderId, "OrderPaid", ["stock"]);
+  await consume(world, second.orderId, "OrderPaid", ["stock"]);
+  return second;
+}
 
 /** A refund the provider rejected (afterCommit sends it at once; the script rejects that send). */
 async function rejectedRefund(
@@ -554,16 +583,8 @@ function redeliveries(): AnyPair[] {
     twice("stock-return", "consumer:stock-return", refunded),
     twice("benefit-reversal", "consumer:benefit-reversal", refunded),
     twice("auto-refund", "consumer:auto-refund", async (world) => {
-      // Two orders of the last units: the one consumed second runs short. (Earlier stories of the batch may
-      // have taken them all: then a delivery comes in, so there is one to take.)
-      await world.sql`
-        UPDATE sku SET stock = stock + 1, initial_stock = initial_stock + 1 WHERE id = 'SKU-LIMITED' AND stock = 0`;
-      const [limited] = await world.sql<{ stock: number }[]>`SELECT stock FROM sku WHERE id = 'SKU-LIMITED'`;
-      const first = await paidOrder(world, [{ skuId: "SKU-LIMITED", quantity: limited?.stock ?? 1 }]);
-      const second = await paidOrder(world, [{ skuId: "SKU-LIMITED", quantity: 1 }]);
-      await consume(world, first.orderId, "OrderPaid", ["stock"]);
-      await consume(world, second.orderId, "OrderPaid", ["stock"]);
-      return { orderId: second.orderId, event: await eventOf(world, second.orderId, "StockShort") };
+      const short = await shortOrder(world);
+      return { orderId: short.orderId, event: await eventOf(world, short.orderId, "StockShort") };
     }),
   ];
 }

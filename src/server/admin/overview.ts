@@ -10,7 +10,7 @@ import {
   refundOrder,
 } from "~/server/db/schema";
 import { listNotificationIssues } from "~/server/payments/queries";
-import { reconcile } from "~/server/reconciliation/reconcile";
+import { lastReconciliation, reconcile } from "~/server/reconciliation/reconcile";
 
 export type QueueJob = {
   id: string;
@@ -34,6 +34,7 @@ export async function operationsOverview(db: Db) {
     jobs,
     notifications,
     reconciliation,
+    lastKept,
   ] = await Promise.all([
     db.select().from(orders).orderBy(desc(orders.createdAt)).limit(20),
     db.select().from(paymentOrder).orderBy(desc(paymentOrder.createdAt)).limit(20),
@@ -56,6 +57,7 @@ export async function operationsOverview(db: Db) {
        WHERE attempts > 0 ORDER BY attempts DESC, id LIMIT 50`),
     listNotificationIssues(db, 20),
     reconcile(db),
+    lastReconciliation(db),
   ]);
   const consumed = events.length
     ? await db
@@ -83,6 +85,8 @@ export async function operationsOverview(db: Db) {
     failingJobs: jobs.filter((job) => job.attempts < job.max_attempts),
     notifications,
     reconciliation,
+    /** What the last periodic run repaired by itself before it checked (the check above repairs nothing). */
+    repairs: lastKept?.repairs ?? [],
   };
 }
 

@@ -58,6 +58,11 @@ export const PAYMENT_MACHINE = machine({
       to: "PAID_LATE",
       on: "the provider says paid, but the order no longer awaits this payment (refunded in full)",
     },
+    repairLate: {
+      from: ["SUCCESS"],
+      to: "PAID_LATE",
+      on: "reconciliation's repair: a success recorded while its order was being closed (refunded in full)",
+    },
   },
 });
 

@@ -14,8 +14,8 @@ export interface RefundsPort {
   /** The provider says a refund went through / was refused: refunds applies it (in this transaction). */
   succeeded(tx: Tx, payment: typeof paymentOrder.$inferSelect, n: NotificationBody): Promise<Verdict>;
   failed(tx: Tx, payment: typeof paymentOrder.$inferSelect, n: NotificationBody): Promise<Verdict>;
-  /** Money the system owes back (a late payment's, in full): recorded once per number, in this transaction. */
-  owed(tx: Tx, refund: OwedRefund): Promise<void>;
+  /** Money the system owes back (a late payment's, in full): recorded once per number, in this transaction (true: now). */
+  owed(tx: Tx, refund: OwedRefund): Promise<boolean>;
 }
 
 export interface OwedRefund {

@@ -231,6 +231,7 @@ export const MONEY_INVARIANTS: Invariant[] = [
                                  coalesce(sum(r.amount_cents) FILTER (WHERE r.status = 'REFUND_SUCCESS'), 0) AS refunded
                             FROM payment_order p LEFT JOIN refund_order r ON r.user_id = p.user_id AND r.payment_id = p.id
                            WHERE p.status = 'PAID_LATE' AND p.paid_at < now() - ${o.lagSeconds} * interval '1 second'
+                             AND p.updated_at < now() - ${o.lagSeconds} * interval '1 second'
                            GROUP BY p.user_id, p.id
                           HAVING coalesce(sum(r.amount_cents) FILTER (WHERE r.status = 'REFUND_SUCCESS'), 0) < p.amount_cents`,
       },

@@ -4,6 +4,7 @@ import { GOODS_INVARIANTS } from "./goods";
 import type { ReconcileOptions } from "./invariant";
 import { MONEY_INVARIANTS } from "./money";
 import { ONCE_INVARIANTS } from "./once";
+import { type Repair, repairWhatIsSafe } from "./repair";
 
 export type { ReconcileOptions } from "./invariant";
 
@@ -22,6 +23,8 @@ export interface ReconciliationReport {
   checkedAt: Date;
   ok: boolean;
   invariants: InvariantResult[];
+  /** What the periodic run repaired before it checked (./repair.ts); absent from a check that repairs nothing. */
+  repairs?: Repair[];
 }
 
 /** Every invariant: that each effect happened once, that goods are conserved, that money is. */
@@ -76,7 +79,9 @@ export function violationCount(report: ReconciliationReport): number {
  * last report (`lastReconciliation`) instead of each reading every order (seconds of database time with a
  * million). The claim is a unique slot, as every business key here: a run that fails gives its slot back for
  * another try; one whose process dies keeps it, and the next period runs. Reports older than a week are
- * pruned. Returns the report, or null when the period was claimed already.
+ * pruned. Before it checks, it repairs what is safe to repair (./repair.ts), and the report lists what it
+ * repaired: what stays a violation is what it could not. Returns the report, or null when the period was
+ * claimed already.
  */
 export async function reconcileOncePerPeriod(
   db: Db,
@@ -90,14 +95,15 @@ export async function reconcileOncePerPeriod(
   if (!claim) return null;
   try {
     const started = performance.now();
-    const report = await reconcile(db, options);
+    const repairs = await repairWhatIsSafe(db, { lagSeconds: options.lagSeconds ?? 60 });
+    const report = { ...(await reconcile(db, options)), repairs };
     const invariants = JSON.stringify(report.invariants, (_, value) =>
       typeof value === "bigint" ? value.toString() : value,
     );
     await sql`
       UPDATE reconciliation_report
          SET checked_at = ${report.checkedAt.toISOString()}::timestamptz, took_ms = ${Math.round(performance.now() - started)},
-             ok = ${report.ok}, invariants = ${invariants}::jsonb
+             ok = ${report.ok}, invariants = ${invariants}::jsonb, repairs = ${JSON.stringify(repairs)}::jsonb
        WHERE id = ${claim.id}`;
     await sql`DELETE FROM reconciliation_report WHERE claimed_at < now() - interval '7 days'`;
     return report;
@@ -112,8 +118,17 @@ export async function reconcileOncePerPeriod(
 /** The last reconciliation kept by `reconcileOncePerPeriod`, or null when none has finished yet. */
 export async function lastReconciliation(db: Db): Promise<ReconciliationReport | null> {
   // Timestamps come back as text from this client (drizzle's setting).
-  const [row] = await db.$client<{ checked_at: string; ok: boolean; invariants: InvariantResult[] }[]>`
-    SELECT checked_at, ok, invariants FROM reconciliation_report
+  const [row] = await db.$client<
+    { checked_at: string; ok: boolean; invariants: InvariantResult[]; repairs: Repair[] | null }[]
+  >`
+    SELECT checked_at, ok, invariants, repairs FROM reconciliation_report
      WHERE checked_at IS NOT NULL ORDER BY checked_at DESC LIMIT 1`;
-  return row ? { checkedAt: new Date(row.checked_at), ok: row.ok, invariants: row.invariants } : null;
+  return row
+    ? {
+        checkedAt: new Date(row.checked_at),
+        ok: row.ok,
+        invariants: row.invariants,
+        repairs: row.repairs ?? [],
+      }
+    : null;
 }

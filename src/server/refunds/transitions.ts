@@ -192,13 +192,14 @@ async function refundWhatAShortOrderKeeps(tx: Tx, payment: { userId: string; id:
 
 /**
  * A refund the system owes (its number under `sys/`, which no shopper's may hold): recorded once per number
- * (the unique index decides; a repeat does nothing), owed at once in the ledger.
+ * (the unique index decides; a repeat does nothing, and answers false), owed at once in the ledger.
  */
-export async function recordSystemRefund(tx: Tx, refund: OwedRefund): Promise<void> {
+export async function recordSystemRefund(tx: Tx, refund: OwedRefund): Promise<boolean> {
   const [created] = await tx
     .insert(refundOrder)
     .values({ ...refund, status: REFUND_MACHINE.transitions.record.to })
     .onConflictDoNothing({ target: [refundOrder.userId, refundOrder.refundNo] })
     .returning();
   if (created) await postRefundMove(tx, created, "NEW", created.status);
+  return created !== undefined;
 }

@@ -64,6 +64,20 @@ export default async function AdminPage({ searchParams }: { searchParams: Promis
             </li>
           ))}
         </ul>
+        {o.repairs.length > 0 && (
+          <details data-testid="reconciliation-repairs">
+            <summary>Repaired by the last periodic run: {o.repairs.length}</summary>
+            <ul>
+              {o.repairs.map((repair) => (
+                <li key={`${repair.kind}:${repair.refundNo}:${repair.skuId ?? ""}`}>
+                  {repair.kind === "money"
+                    ? `order ${repair.orderId}: ${repair.amountCents} ${repair.currency} refunded (${repair.refundNo})`
+                    : `order ${repair.orderId}: ${repair.quantity} × ${repair.skuId} back to stock (left behind for ${repair.refundNo})`}
+                </li>
+              ))}
+            </ul>
+          </details>
+        )}
       </section>
 
       <h3>Failed refunds</h3>

@@ -143,6 +143,8 @@ export const reconciliationReport = pgTable(
     ok: boolean(),
     /** Each invariant with the violations found and a sample of their rows, as `reconcile()` returns them. */
     invariants: jsonb(),
+    /** What the run repaired before it checked (src/server/reconciliation/repair.ts), as `repairWhatIsSafe()` returns it. */
+    repairs: jsonb(),
   },
   (t) => [
     uniqueIndex("reconciliation_report_slot_uq").on(t.slot),

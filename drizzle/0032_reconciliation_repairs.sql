@@ -1,0 +1,1 @@
+ALTER TABLE "reconciliation_report" ADD COLUMN "repairs" jsonb;
