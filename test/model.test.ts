@@ -62,13 +62,32 @@ describe.skipIf(!hasSpin)("SPIN over every interleaving", () => {
       ["order_decided", true],
     ]);
     expect(result.statesStored).toBeGreaterThan(100_000);
+    for (const search of result.searches) {
+      console.log(
+        `[model] checkout, ${search.property}: ${search.statesStored} states stored, depth ${search.depth}, ${search.memoryMb} MB, ${search.seconds.toFixed(1)} s`,
+      );
+    }
+  });
+
+  it("a success that moves its payment without the order's lock needs the repair, and the repair makes every run whole", {
+    timeout: 240_000,
+  }, () => {
+    const result = checkModel({ defect: "SUCCESS_UNLOCKED,REPAIRS_ALLOWED", ltl: false });
+    expect(result.violation).toBeUndefined();
+    expect(result.ok).toBe(true);
   });
 
   it.each([
-    ["AUTO_REFUND_ORDER_WIDE", "captured", "the order → STOCK_SHORT"],
+    // Money left with an order that keeps nothing: the repair had to give it back.
+    ["AUTO_REFUND_ORDER_WIDE", "moneyRepairs", "the order → STOCK_SHORT"],
     ["NO_REINSTATE", "assertion violated 0", "REFUND_SUPERSEDED"],
     ["SHIP_AFTER_REFUND", "shipped", "the goods are shipped"],
-    ["NO_SHORT_TOP_UP", "captured", "the order → STOCK_SHORT"],
+    ["NO_SHORT_TOP_UP", "moneyRepairs", "the order → STOCK_SHORT"],
+    // The success's payment moved, the cancel closed the order, the success's order update changed nothing.
+    ["SUCCESS_UNLOCKED", "moneyRepairs", "the order → CLOSED"],
+    // A refund pays for units the shipment took: more than never shipped.
+    ["RETRY_IGNORES_SHIPMENT", "sumU<=(2-shippedUnits)", "the goods are shipped"],
+    ["SHIP_REFUNDED_UNITS", "sumU<=(2-shippedUnits)", "the goods are shipped"],
   ])("finds defect %s, with a trail that tells it", { timeout: 180_000 }, (defect, violated, step) => {
     const result = checkModel({ defect });
     expect(result.ok).toBe(false);

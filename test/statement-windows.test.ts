@@ -232,6 +232,39 @@ describe("a line refund rejected before the order shipped, retried after", () =>
   });
 });
 
+describe("a return whose goods came back, rejected by MockPay, retried", () => {
+  test("is retried as a refund: its goods are here, nobody is asked for them again", async ({
+    app,
+    mockPay,
+    database,
+  }) => {
+    // Found by the SPIN model with goods (the Retry's check asked a received return for its goods again).
+    const skuId = await scarceSku(app.db, 10);
+    const paid = await payThroughProvider(app, mockPay, [{ skuId, quantity: 2 }]);
+    await consumeOrderEvents(app.db, paid.orderId);
+    const refundNo = `R-${randomUUID()}`;
+    const caller = createCaller({ app, userId: paid.userId, requestId: randomUUID() });
+    await caller.refunds.create({ orderId: paid.orderId, refundNo, lines: [{ skuId, quantity: 1 }] });
+    const [awaiting] = await database.sql<{ provider_refund_no: string; status: string }[]>`
+      SELECT provider_refund_no, status FROM refund_order WHERE refund_no = ${refundNo}`;
+    expect(awaiting?.status).toBe("REFUND_AWAITING_GOODS");
+    const providerRefundNo = awaiting?.provider_refund_no ?? "";
+    await mockPayFault(mockPay, paid.outTradeNo, "REJECT_REFUNDS", 1);
+    await receiveReturn(app.db, providerRefundNo, `scan-${randomUUID()}`, app.payments);
+    const [rejected] = await database.sql`SELECT status FROM refund_order WHERE refund_no = ${refundNo}`;
+    expect(rejected?.status).toBe("REFUND_FAILED");
+
+    expect(await retryFailedRefund(app.db, providerRefundNo, app.payments)).toBe("REFUND_PROCESSING");
+    await deliverAll(mockPay);
+    await consumeOrderEvents(app.db, paid.orderId);
+    const [after] = await database.sql`
+      SELECT r.status, (SELECT stock FROM sku WHERE id = ${skuId}) AS stock
+        FROM refund_order r WHERE r.refund_no = ${refundNo}`;
+    expect(after).toEqual({ status: "REFUND_SUCCESS", stock: 9 });
+    expect(await violationsOf(app.db, paid.orderId)).toEqual([]);
+  });
+});
+
 describe("a line refund that succeeded before the order shipped, its stock not yet given back", () => {
   test("the shipment leaves its unit behind, and the stock-return consumer gives it back after", async ({
     app,

@@ -3,7 +3,7 @@ import type { Gate, GatedConnection, Step } from "./gate";
 
 /**
  * Every interleaving of two or three actors' statements, as PostgreSQL's isolation tester runs the
- * permutations of its specs' steps (src/test/isolation in PostgreSQL's source), for code that decides its
+ * permutations of its specs' steps (the isolation tests in PostgreSQL's source tree), for code that decides its
  * next statement from the last one's answer: the steps are not known in advance, so the schedules are
  * explored depth first, each run choosing, at every point where more than one actor has a statement
  * waiting, which goes next.

@@ -46,6 +46,8 @@ export interface Gate {
   release(connection: GatedConnection): Step;
   /** Called whenever something arrives: a step to hold, an answer, a new connection. */
   onChange: () => void;
+  /** Every step sent on to the server, in order, open or not (a count of an action's statements reads it). */
+  passed: Step[];
   close(): Promise<void>;
 }
 
@@ -76,6 +78,7 @@ export async function startGate(databaseUrl: string): Promise<Gate> {
     connections: [],
     open: true,
     onChange: () => {},
+    passed: [],
     release(connection) {
       const conn = connection as Connection;
       const head = conn.queue[0];
@@ -128,6 +131,7 @@ export async function startGate(databaseUrl: string): Promise<Gate> {
       },
       send(batch) {
         if (batch.synced) this.answering.push(batch.step);
+        if (batch.step) gate.passed.push(batch.step);
         upstream.write(Buffer.concat(batch.bytes));
       },
     };

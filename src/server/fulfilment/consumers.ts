@@ -17,6 +17,7 @@ import {
 } from "~/server/db/schema";
 import { refundableOf } from "~/server/ledger/ledger";
 import { lockPaidPayment, recordRefund } from "~/server/refunds/create-refund";
+import type { TransactionSteps } from "~/shared/transaction-steps";
 import type { Consumer, OutboxEvent } from "./consume";
 import {
   hasShipped,
@@ -161,6 +162,31 @@ export const benefitsConsumer: Consumer = {
       .returning({ id: benefitGrant.id });
     return granted.length > 0 ? "APPLIED" : "SKIPPED";
   },
+};
+
+/**
+ * The shipping consumer's transaction as the model takes it (model/checkout.pml, the Worker's shipment): one
+ * step, every statement after the order's lock, which every other actor of the order takes too.
+ */
+export const SHIPPING_STEPS: TransactionSteps = {
+  transaction: "shipping",
+  path: "a paid order's StockDeducted, a line refund of it under way",
+  statements: [
+    {
+      does: "claim the event for this consumer (model/idempotency.pml's)",
+      matches: /message_consume_record/,
+      step: null,
+    },
+    { does: "lock the order", matches: /from "orders" .*for update/s, step: "ship" },
+    { does: "what it holds", matches: /FROM stock_deduct_record/, step: "ship" },
+    { does: "what it shipped (nothing yet)", matches: /FROM shipment_line/, step: "ship" },
+    { does: "what it should hold", matches: /FROM order_item/, step: "ship" },
+    { does: "the units of line refunds under way", matches: /FROM refund_line/, step: "ship" },
+    { does: "the shipment", matches: /insert into "shipment"/, step: "ship" },
+    { does: "what it carries", matches: /insert into "shipment_line"/, step: "ship" },
+    { does: "PAID -> SHIPPED", matches: /update "orders"/, step: "ship" },
+    { does: "the event consumed", matches: /update "message_consume_record"/, step: null },
+  ],
 };
 
 /** One shipment per PAID order, once its stock is deducted; PAID → SHIPPED by conditional update. */

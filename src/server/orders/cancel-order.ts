@@ -6,9 +6,26 @@ import { orders, paymentOrder } from "~/server/db/schema";
 import { DomainError } from "~/server/errors";
 import { defineOperation, type OperationContext } from "~/server/idempotency";
 import { type CloseDeps, closeOpenPayments } from "~/server/payments/close-payments";
+import type { TransactionSteps } from "~/shared/transaction-steps";
 import { orderResource } from "./schema";
 
 type CancelContext = OperationContext<{ payments: CloseDeps }>;
+
+/**
+ * The cancel's transaction as the model takes it (model/checkout.pml, the shopper's cancel and the timeout):
+ * one step, every statement after the order's lock. Its open payments were closed at the provider before it
+ * (prepare), each answer applied as a fact of its own.
+ */
+export const CANCEL_STEPS: TransactionSteps = {
+  transaction: "order.cancel",
+  path: "an order awaiting payment, its payment closed",
+  statements: [
+    { does: "lock the order", matches: /from "orders" .*for update/s, step: "close" },
+    { does: "a payment opened meanwhile", matches: /from "payment_order"/, step: "close" },
+    { does: "PENDING_PAYMENT -> CLOSED", matches: /update "orders"/, step: "close" },
+    { does: "its coupon released", matches: /update "coupon_redemption"/, step: "close" },
+  ],
+};
 
 /**
  * Cancels an unpaid order: PENDING_PAYMENT → CLOSED, once. Its open payments are

@@ -13,6 +13,7 @@ import {
   SIGNATURE_HEADER,
   verifyBodySignature,
 } from "~/shared/provider-contract";
+import type { TransactionSteps } from "~/shared/transaction-steps";
 import type { RefundsPort } from "./refunds-port";
 import type { RefusalTally } from "./refused-notifications";
 import {
@@ -343,6 +344,23 @@ interface PaymentKey {
   amountCents: number;
   currency: string;
 }
+
+/**
+ * The success's transaction as the model takes it (model/checkout.pml, applySuccess): the order's lock, then
+ * the payment, then the order, three steps; a copy or another fact is told apart before the lock.
+ */
+export const APPLY_SUCCESS_STEPS: TransactionSteps = {
+  transaction: "payment.succeeded",
+  path: "a success for a payment open while its order awaits payment",
+  statements: [
+    { does: "read the payment", matches: /^select .* from "payment_order"/s, step: null },
+    { does: "lock the order; read a clashing transaction id", matches: /FOR UPDATE/, step: "lock" },
+    { does: "move the payment", matches: /^\s*UPDATE payment_order p/, step: "move" },
+    { does: "post the capture", matches: /^\s*INSERT INTO ledger_transfer/, step: "move" },
+    { does: "pay the order and raise OrderPaid", matches: /^\s*WITH paid AS/, step: "pay" },
+    { does: "record the notification", matches: /^\s*INSERT INTO payment_notification/, step: "pay" },
+  ],
+};
 
 async function applySuccess(
   tx: Tx,

@@ -96,9 +96,10 @@ export const A_LINE_NO_LONGER_FITS = sql`EXISTS (
  * The refund `r` (in the query) names a line for more units than the order's shipment left behind: ordered,
  * less shipped, less what other refunds that paid (or may still pay) for units never shipped named. Such a
  * refund cannot pay for units that never shipped: the goods are with the shopper, and must come back first.
- * False before the order ships.
+ * False before the order ships, and for a return whose goods came back (they are here).
  */
-export const A_LINE_SHIPPED = sql`EXISTS (
+export const A_LINE_SHIPPED = sql`NOT EXISTS (SELECT 1 FROM return_receipt x WHERE x.user_id = r.user_id AND x.refund_id = r.id)
+  AND EXISTS (
   SELECT 1 FROM refund_line l
     JOIN order_item i ON i.user_id = l.user_id AND i.order_id = l.order_id AND i.sku_id = l.sku_id
     JOIN shipment s ON s.user_id = l.user_id AND s.order_id = l.order_id
