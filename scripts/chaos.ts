@@ -223,7 +223,7 @@ async function runOnce(plan: RunPlan, adminUrl: string, ha?: HaRun): Promise<Run
         while (next < plan.shoppers) {
           const index = next++;
           records.push(
-            await runShopper({ seed: plan.seed, cluster, faults, skuIds, writes, history }, index),
+            await runShopper({ seed: plan.seed, cluster, faults, skuIds, writes, history, db }, index),
           );
           onFinished();
         }

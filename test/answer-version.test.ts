@@ -98,7 +98,11 @@ describe("an answer stored in an older shape", () => {
     const versioned = defineOperation({
       name: "answer.operation",
       input: z.object({ requestId: z.string(), label: z.string() }),
-      key: { kind: "client", field: "requestId" },
+      key: {
+        kind: "client",
+        field: "requestId",
+        absorbedBy: "the scratch table (never: every request is new)",
+      },
       storedErrors: [],
       gateway: "off",
       answer: { version: 2, upgrade: (stored) => fromV1(stored) },

@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import type postgres from "postgres";
+import type { IdempotencyEvent } from "~/idempotency";
 import type { MockPayContext } from "~/mockpay/server/context";
 import type { AppContext } from "~/server/app-context";
 import { revokeCoupon } from "~/server/coupons/coupons";
@@ -117,9 +118,20 @@ describe("a request sent again after its key expired, once what it was refused f
     await database.sql`UPDATE sku SET stock = 0, initial_stock = 0 WHERE id = ${skuId}`;
     await expireKeys(database, userId);
 
-    const again = await createOrder(app.db, userId, { requestId, items: [{ skuId, quantity: 1 }] });
+    const events: IdempotencyEvent[] = [];
+    const idempotency = { ...app.idempotency, observe: (event: IdempotencyEvent) => events.push(event) };
+    const again = await createOrder(
+      app.db,
+      userId,
+      { requestId, items: [{ skuId, quantity: 1 }] },
+      { idempotency },
+    );
     expect(again).toMatchObject({ orderId: first.orderId, replayed: true });
     expect(await recordOf(database, userId, requestId)).toEqual({ status: "SUCCESS", biz_id: first.orderId });
+    // Told as what it was (a replay the order's unique index answered), not as a second execution.
+    expect(events).toMatchObject([
+      { outcome: "replayed", absorbedBy: expect.stringContaining("orders_user_id_request_id_uq") },
+    ]);
   });
 
   test("its coupon revoked since (the order that earned it was refunded): answered with its order", async ({

@@ -44,14 +44,36 @@ export async function runIdempotent<T, Tx>(
   };
   try {
     const requestFingerprint = fingerprint(op.bizType, op.request);
-    const call: Call<T, Tx> = { store, op, requestFingerprint, config, trace, remember: () => {} };
+    const call: Call<T, Tx> = {
+      store,
+      op: noting(op, trace),
+      requestFingerprint,
+      config,
+      trace,
+      remember: () => {},
+    };
     const result = config.cache ? await throughCache(config.cache, call, claimed) : await claimed(call);
-    answered(result.replayed ? (trace.waited ? "waited" : "replayed") : "first");
+    answered(
+      result.replayed ? (trace.waited ? "waited" : "replayed") : trace.business ? "replayed" : "first",
+    );
     return result;
   } catch (error) {
     answered(outcomeOfFailure(error));
     throw error;
   }
+}
+
+/** The operation, its execution noting in the trace when its business object was there already. */
+function noting<T, Tx>(op: IdempotentOperation<T, Tx>, trace: Trace): IdempotentOperation<T, Tx> {
+  const execute = op.execute;
+  return {
+    ...op,
+    execute: async (tx) => {
+      const executed = await execute(tx);
+      trace.business = executed.absorbedBy;
+      return executed;
+    },
+  };
 }
 
 /** Phases 2–4, by the claim the operation declares. */
@@ -70,6 +92,7 @@ export function claimOf(op: Pick<IdempotentOperation<unknown, unknown>, "claim" 
 function absorberOf(outcome: IdempotencyOutcome, trace: Trace): string | undefined {
   if (outcome === "mismatch") return ABSORBERS.fingerprint;
   if (outcome === "conflict") return ABSORBERS.conflict;
+  if (outcome === "replayed" && trace.business) return trace.business;
   if (outcome === "replayed" || outcome === "waited" || outcome === "replayed_error")
     return ABSORBERS[trace.by ?? "record"];
   return undefined;

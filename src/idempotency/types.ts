@@ -78,6 +78,12 @@ export interface ExecuteResult<T> {
   result: T;
   /** Id of the business object the operation made, kept on the record for operators. */
   bizId?: string | null;
+  /**
+   * The business object was there already (its own unique key found it: a request sent again after its key
+   * expired): what found it. The call is stored as the key's outcome, and told to the observer as a replay,
+   * absorbed by that, not as a first execution.
+   */
+  absorbedBy?: string;
 }
 
 export interface IdempotentOperation<T, Tx> extends KeyRef {
@@ -148,6 +154,8 @@ export type Acquired = { kind: "owner"; lease: Lease } | { kind: "stored"; outco
 export interface Trace {
   waited: boolean;
   by?: Exclude<Absorber, "conflict" | "fingerprint">;
+  /** The execution found its business object there already (ExecuteResult.absorbedBy). */
+  business?: string;
 }
 
 /** Tells the replay cache an outcome that is now final under the key. */

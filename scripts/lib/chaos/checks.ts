@@ -205,6 +205,8 @@ export async function checkInvariants(
   let timeoutsChecked = 0;
   const afterClose: string[] = [];
   let closesChecked = 0;
+  const crossed: string[] = [];
+  let crossedChecked = 0;
   const moneyTaken = new Map<string, number>();
   for (const p of await sql<{ order_id: string; n: number }[]>`
       SELECT order_id, count(*)::int AS n FROM payment_order WHERE status IN ('SUCCESS', 'PAID_LATE') GROUP BY order_id`) {
@@ -263,6 +265,22 @@ export async function checkInvariants(
       if (!closed && !paid) {
         cancelRaces.push(
           `${who}: cancel answered ${answer}, the order is ${order.status} (seen ${finalStatus}) with ${payments} successful payments`,
+        );
+      }
+    }
+    if (r.cancelAfterCrossedClose && order) {
+      crossedChecked++;
+      const { answer, finalStatus } = r.cancelAfterCrossedClose;
+      // The cancel won: the order closed, and the money MockPay took is a late payment's (refunded in full,
+      // which late-payments-refunded checks). Or the success won: the order paid, the cancel refused. Never a
+      // closed order whose payment succeeded.
+      const payments = paymentsByOrder.get(order.id) ?? 0;
+      const taken = moneyTaken.get(order.id) ?? 0;
+      const closed = answer === "CLOSED" && order.status === "CLOSED" && payments === 0 && taken === 1;
+      const paid = answer === "ORDER_NOT_CANCELLABLE" && order.status !== "CLOSED" && payments === 1;
+      if (!closed && !paid) {
+        crossed.push(
+          `${who}: cancel answered ${answer}, the order is ${order.status} (seen ${finalStatus}) with ${payments} successful payments, ${taken} that took money`,
         );
       }
     }
@@ -351,6 +369,11 @@ export async function checkInvariants(
     "Confirm on a cancelled order's pay page took no money (the trade was closed first)",
     closesChecked,
     afterClose,
+  );
+  invariants.check(
+    "a cancel racing a success whose payment a crossed close had closed here ends closed with the money a late payment's, or paid with the cancel refused",
+    crossedChecked,
+    crossed,
   );
   invariants.check(
     "one coupon spent by two orders at once over both instances: never held by both; one discounted order, the other refused (or placed after the first ended unpaid and gave the coupon back)",

@@ -1,3 +1,4 @@
+import type { Db } from "~/server/db/client";
 import { type Answer, ChaosClient, firstValue, sleep } from "./client";
 import { CHAOS_ADMIN_TOKEN, type Cluster } from "./cluster";
 import type { History } from "./history";
@@ -48,6 +49,13 @@ export interface ShopperRecord {
   latePayment?: { first: string; second?: string };
   /** The shopper spent the coupon their paid order earned on two new orders at once, one per instance. */
   couponSpend?: { code: string; requestIds: string[]; answers: string[] };
+  /**
+   * The payment was paid at MockPay while a crossed `payment.closed` closed it here; the shopper cancelled at
+   * the moment the success arrived: what the cancel said, and how the order ended.
+   */
+  cancelAfterCrossedClose?: { answer: string; finalStatus?: string };
+  /** The order's request was sent again after its key expired (a day later, as far as the key is concerned). */
+  resentAfterExpiry?: boolean;
   gaveUp?: string;
   /** Answers with a 5xx other than 503. */
   internalErrors: string[];
@@ -62,6 +70,8 @@ export interface ShopperContext {
   writes?: WriteLog;
   /** Where each of the shopper's writes and what it was told are logged. */
   history?: History;
+  /** The merchant's database, for what a story waits on (a close landed) or makes happen (a day passing). */
+  db?: Db;
 }
 
 const PAID = new Set(["PAID", "SHIPPED", "STOCK_SHORT", "REFUNDED"]);
@@ -99,6 +109,8 @@ export async function runShopper(ctx: ShopperContext, index: number): Promise<Sh
   // The stories added since (issue 24) draw from a stream of their own, so older seeds keep their plans.
   const later = Rng.forParticipant(ctx.seed, index + 2_000_000);
   const lateStory = later.chance(0.06);
+  // And those added since (issue 40) from a third, drawn only where the older plans had nothing left to do.
+  const newer = Rng.forParticipant(ctx.seed, index + 3_000_000);
   const client = new ChaosClient(
     ctx.cluster,
     Rng.forParticipant(ctx.seed, index + 1_000_000),
@@ -180,6 +192,10 @@ export async function runShopper(ctx: ShopperContext, index: number): Promise<Sh
       return record;
     }
     const tradePath = `/provider/api/admin/trades/${encodeURIComponent(payment.outTradeNo)}`;
+    if (!lateStory && ctx.db && newer.chance(0.06)) {
+      const ended = await cancelAsCrossedSuccessArrives(client, ctx.db, orderId, payment, record, faults);
+      if (ended) return record;
+    }
     if (lateStory) {
       const story = await payLateThenAgain(client, orderId, payment, record, faults);
       if (!story) return record;
@@ -252,6 +268,11 @@ export async function runShopper(ctx: ShopperContext, index: number): Promise<Sh
       return record;
     }
     if (!record.lastStatus || !["PAID", "SHIPPED"].includes(record.lastStatus) || !plan.chance(0.3)) {
+      if (record.lastStatus && ["PAID", "SHIPPED"].includes(record.lastStatus) && newer.chance(0.15)) {
+        await lineRefundRejectedThenRetried(client, orderId, tradePath, record, faults, newer);
+      } else if (ctx.db && newer.chance(0.08)) {
+        await resendAfterExpiry(client, ctx.db, record, faults);
+      }
       return record;
     }
 
@@ -354,6 +375,110 @@ async function returnOneItem(
   refund.amountCents = firstValue(answers)?.amountCents ?? 0;
   collect(answers, refund.statuses, refund.refusals, (v) => v.status);
   faults.count("a shipped item returned (refunded once the operator has it back)");
+}
+
+/**
+ * A line refund MockPay rejects once, asked for while the order is paid and about to ship (or shipped: then a
+ * return). The operator's Retry comes a second later, usually after the shipment: a refund of goods that
+ * shipped meanwhile becomes a return, received by the operator, then refunded.
+ */
+async function lineRefundRejectedThenRetried(
+  client: ChaosClient,
+  orderId: string,
+  tradePath: string,
+  record: ShopperRecord,
+  faults: Faults,
+  newer: Rng,
+) {
+  const line = record.items[0];
+  if (!line) return;
+  await providerAdmin(client, tradePath, "REJECT_REFUNDS", 1);
+  const lines = [{ skuId: line.skuId, quantity: 1 }];
+  const refund = {
+    refundNo: newer.key("line-refund"),
+    amountCents: 0,
+    statuses: [] as string[],
+    refusals: [] as string[],
+    lines,
+  };
+  record.refunds.push(refund);
+  const answer = await client.mutate<{ status: string; amountCents: number }>("refunds.create", {
+    orderId,
+    refundNo: refund.refundNo,
+    lines,
+  });
+  refund.amountCents = answer.ok ? answer.value.amountCents : 0;
+  collect([answer], refund.statuses, refund.refusals, (v) => v.status);
+  faults.count("a line refund rejected by MockPay, retried by the operator (after shipping: a return)");
+}
+
+/**
+ * The shopper pays at MockPay while the success is held back and a late `payment.closed` closes the payment
+ * here; then presses Cancel at the moment MockPay sends the success. Two worlds only: the cancel wins (the order
+ * closed, the money refunded as a late payment's) or the success does (the order paid, the cancel refused).
+ * False when the close never landed first (the story did not happen; the shopper goes on).
+ */
+async function cancelAsCrossedSuccessArrives(
+  client: ChaosClient,
+  db: Db,
+  orderId: string,
+  payment: { outTradeNo: string; payUrl: string },
+  record: ShopperRecord,
+  faults: Faults,
+): Promise<boolean> {
+  const tradePath = `/provider/api/admin/trades/${encodeURIComponent(payment.outTradeNo)}`;
+  await providerAdmin(client, tradePath, "DROP_ON");
+  const confirmed = await client.httpAnswer(
+    `/provider/api/trades/${encodeURIComponent(payment.outTradeNo)}/confirm`,
+    confirmForm(payment.payUrl),
+    [303, 410],
+  );
+  if (confirmed.status === 410) return false;
+  record.paid = true;
+  await providerAdmin(client, tradePath, "DELAY");
+  await providerAdmin(client, tradePath, "DROP_OFF");
+  await providerAdmin(client, tradePath, "CLOSED_AFTER_SUCCESS");
+  let closedHere = false;
+  for (let attempt = 0; attempt < 40 && !closedHere; attempt++) {
+    const [row] = await db.$client<{ status: string }[]>`
+      SELECT status FROM payment_order WHERE out_trade_no = ${payment.outTradeNo}`;
+    closedHere = row?.status === "CLOSED";
+    if (!closedHere) await sleep(250);
+  }
+  if (!closedHere) {
+    faults.count("cancel × crossed success: the close did not overtake the success");
+    return false;
+  }
+  const [cancel] = await Promise.all([
+    client.mutate<{ status: string }>("orders.cancel", { orderId }),
+    providerAdmin(client, tradePath, "RESEND"),
+  ]);
+  const race: NonNullable<ShopperRecord["cancelAfterCrossedClose"]> = {
+    answer: cancel.ok ? cancel.value.status : (cancel.error.data.domainCode ?? cancel.error.data.code),
+  };
+  record.cancelAfterCrossedClose = race;
+  race.finalStatus = await waitForStatus(client, orderId, (s) => s === "CLOSED" || PAID.has(s), faults);
+  record.lastStatus = race.finalStatus;
+  record.paid = race.finalStatus !== "CLOSED";
+  faults.count("cancel racing a success whose payment a crossed close had closed here");
+  return true;
+}
+
+/**
+ * A day later, as far as the key is concerned (its record expired): the shopper's browser sends the order's
+ * request again. It must be answered with the order it placed, whatever changed since (its last units sold).
+ */
+async function resendAfterExpiry(client: ChaosClient, db: Db, record: ShopperRecord, faults: Faults) {
+  await db.$client`
+    UPDATE idempotency_record SET expires_at = now() - interval '1 second'
+     WHERE user_id = ${record.userId} AND biz_type = 'order.create' AND idempotency_key = ${record.requestId}`;
+  const answer = await client.mutate<{ orderId: string }>("checkout.createOrder", {
+    requestId: record.requestId,
+    items: record.items,
+  });
+  collect([answer], record.orderIds, record.refusals, (v) => v.orderId);
+  record.resentAfterExpiry = true;
+  faults.count("an order's request sent again after its key expired");
 }
 
 /** One refund request, as the order page sends it. */

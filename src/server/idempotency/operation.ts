@@ -56,7 +56,16 @@ export interface Operation<S extends z.ZodType, R, D = unknown, I = z.output<S>>
 
 export type OperationKey<I> =
   /** The client makes a key per intent and sends it in `field`; over REST the Idempotency-Key header fills it. */
-  | { kind: "client"; field: keyof I & string; fromHeader?: (userId: string, headerKey: string) => string }
+  | {
+      kind: "client";
+      field: keyof I & string;
+      fromHeader?: (userId: string, headerKey: string) => string;
+      /**
+       * What answers a call whose business object is there already though its key is new (sent again after the
+       * key expired): the business key's unique index. The story shows it.
+       */
+      absorbedBy: string;
+    }
   /**
    * The business key is in the input (`describe` says which) and a unique index decides: over tRPC
    * there is no record, and execute answers the existing object; over REST the Idempotency-Key adds one.
@@ -188,7 +197,11 @@ export async function runOperation<S extends z.ZodType, R, D, I = z.output<S>>(
       ...(op.batchable?.(call.input) ? { batchable: true } : {}),
       execute: async (tx) => {
         const executed = await op.execute(tx, call.input, ctx);
-        return { result: executed, bizId: executed.bizId ?? null };
+        return {
+          result: executed,
+          bizId: executed.bizId ?? null,
+          ...(executed.existed ? { absorbedBy: op.key.absorbedBy } : {}),
+        };
       },
     };
     const prepare = op.prepare;

@@ -32,7 +32,12 @@ export interface CreatedOrder {
 export const createOrderOperation = defineOperation({
   name: "order.create",
   input: createOrderInput,
-  key: { kind: "client", field: "requestId" },
+  key: {
+    kind: "client",
+    field: "requestId",
+    absorbedBy:
+      "the unique index orders_user_id_request_id_uq (the request placed its order before, under a key since expired)",
+  },
   storedErrors: [
     "SKU_NOT_FOUND",
     "OUT_OF_STOCK",

@@ -42,7 +42,12 @@ export const createRefundOperation = defineOperation({
   name: "refund.create",
   input: createRefundInput,
   // Refund numbers are the shopper's own (unique per shopper): a REST Idempotency-Key is the refund number.
-  key: { kind: "client", field: "refundNo" },
+  key: {
+    kind: "client",
+    field: "refundNo",
+    absorbedBy:
+      "the unique index refund_order_user_refund_no_uq (the refund was recorded before, under a key since expired)",
+  },
   storedErrors: ["ORDER_NOT_FOUND", "ORDER_NOT_REFUNDABLE", "REFUND_EXCEEDS_PAID", "REFUND_LINES_INVALID"],
   gateway: "per-shopper-and-key",
   // The same lines in another order, or split over two entries, are the same refund.
