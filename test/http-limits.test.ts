@@ -121,6 +121,64 @@ describe("stalled bodies", () => {
   });
 });
 
+describe("a body too large to drain (5 MB), sent whole before the answer is read", () => {
+  const fiveMb = "x".repeat(5 * 1024 * 1024);
+  it.each([
+    ["/api/v1/orders", { "content-type": "application/json", "idempotency-key": "k-too-large" }],
+    ["/api/payments/notify", { "content-type": "application/json" }],
+    ["/api/trpc/checkout.createOrder", { "content-type": "application/json" }],
+  ])(
+    "%s: Node's fetch gets the 413 (the server reads and drops the rest before it closes)",
+    async (path, headers) => {
+      const response = await fetch(`${server.baseUrl}${path}`, { method: "POST", headers, body: fiveMb });
+      expect(response.status).toBe(413);
+      expect(await response.json()).toMatchObject({ status: 413 });
+    },
+  );
+
+  it("60 clients declaring 5 MB and stalling: each answered 413, the lingering close ends within its bound, memory flat", async () => {
+    const before = rssMb();
+    const clients: Stalled[] = [];
+    for (let i = 0; i < 60; i++)
+      clients.push(
+        await stall(
+          "127.0.0.6",
+          `POST /api/v1/orders HTTP/1.1\r\nHost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: ${5 * 1024 * 1024}\r\n\r\n{`,
+        ),
+      );
+    await expect
+      .poll(() => clients.filter((c) => c.closedAfterMs() === undefined).length, {
+        timeout: 10_000,
+        interval: 100,
+      })
+      .toBe(0);
+    expect(clients.map((c) => c.status())).toEqual(clients.map(() => expect.stringMatching(/ 413 /)));
+    // Closed by the linger's deadline (2 s), or by the request timeout (3 s) if it comes first.
+    expect(Math.max(...clients.map((c) => c.closedAfterMs() ?? 0))).toBeLessThan(REQUEST_TIMEOUT_MS + 2_000);
+    expect(rssMb() - before).toBeLessThan(40);
+  });
+
+  it("a raw client that writes its whole body first, then reads: the 413, then the close", async () => {
+    const socket = net.connect({ host: "127.0.0.1", port, localAddress: "127.0.0.5" });
+    let answer = "";
+    socket.on("data", (chunk) => {
+      answer += chunk.toString("latin1");
+    });
+    const closed = new Promise<string>((resolve) => {
+      socket.on("error", (error) => resolve(`error ${(error as NodeJS.ErrnoException).code}`));
+      socket.on("close", () => resolve("closed"));
+    });
+    await new Promise<void>((resolve) => socket.once("connect", () => resolve()));
+    socket.write(
+      `POST /api/v1/orders HTTP/1.1\r\nHost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: ${fiveMb.length}\r\n\r\n`,
+    );
+    await new Promise<void>((resolve) => socket.write(fiveMb, () => resolve()));
+    socket.end();
+    expect(await closed).toBe("closed");
+    expect(answer.split("\r\n", 1)[0]).toMatch(/ 413 /);
+  });
+});
+
 describe("the server's memory", () => {
   it("runs with two malloc arenas (glibc's default of 8 per core held about 30 MB more at the bench's peak)", () => {
     const environ = readFileSync(`/proc/${server.pid}/environ`, "utf8").split("\0");

@@ -1,4 +1,4 @@
-import type { Server } from "node:http";
+import type { IncomingMessage, Server } from "node:http";
 import type { Socket } from "node:net";
 
 /**
@@ -27,6 +27,43 @@ export function bodyLimitOf(pathname: string): number {
  * and dropped up to this size so the keep-alive connection stays usable; past it the connection is closed.
  */
 export const DRAIN_BODY_BYTES = 2 * 1024 * 1024;
+
+/**
+ * How long, and how much more, a connection answered before its body was read keeps reading (and dropping)
+ * before it closes: a lingering close, as nginx's and Apache's. Closed at once, the socket would meet the rest
+ * of the body with a reset, and a client still sending (a browser, Node's fetch: neither waits for `100
+ * Continue`) would lose the answer with it.
+ */
+export const LINGER_MS = 2_000;
+export const LINGER_BYTES = 16 * 1024 * 1024;
+
+/**
+ * When the server closes this request's connection after its answer, the close lingers: the answer and a
+ * FIN go out, the rest of the body is read and dropped until the client closes its side, LINGER_MS pass or
+ * LINGER_BYTES more arrive; then the connection is closed.
+ */
+export function lingerBeforeClose(req: IncomingMessage): void {
+  const socket = req.socket;
+  // The rest of the body is read and dropped (a body read in part was paused when it ran past its limit).
+  req.removeAllListeners("data");
+  req.resume();
+  // Node closes a connection it will not keep with destroySoon(): this one ends, then lingers.
+  socket.destroySoon = () => {
+    if (socket.writable) socket.end();
+    const from = socket.bytesRead;
+    const close = () => {
+      clearTimeout(deadline);
+      clearInterval(watch);
+      socket.destroy();
+    };
+    const deadline = setTimeout(close, LINGER_MS);
+    const watch = setInterval(() => {
+      if (socket.bytesRead - from > LINGER_BYTES) close();
+    }, 50);
+    socket.once("end", close);
+    socket.once("close", close);
+  };
+}
 
 export interface ConnectionLimits {
   /** Open connections one client address may hold; past it, a new one is answered 429 and closed. */

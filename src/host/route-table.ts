@@ -4,7 +4,7 @@ import path from "node:path";
 import { pathToFileURL } from "node:url";
 import { nodeHeaders, type PlainHandler, type PlainRequest, type PlainResponse } from "~/shared/plain-http";
 import { sendProblem } from "./http-guard";
-import { bodyLimitOf, DRAIN_BODY_BYTES } from "./limits";
+import { bodyLimitOf, DRAIN_BODY_BYTES, lingerBeforeClose } from "./limits";
 
 /**
  * Serves the App Router's route handlers (`src/app/**\/route.ts`) straight from
@@ -186,8 +186,13 @@ async function callHandler(
   const limit = bodyLimitOf(url.pathname);
   const body = await bodyOf(req, limit);
   if (body === "too-large" || body === "too-large-to-drain") {
-    // Past what is worth draining, the rest is not read: the connection is closed after the answer.
-    const close: Record<string, string> = body === "too-large-to-drain" ? { connection: "close" } : {};
+    // Past what is worth draining on a kept connection, the connection closes after the answer: gracefully, so
+    // that a client still sending its body reads the answer (lingerBeforeClose).
+    const close: Record<string, string> = {};
+    if (body === "too-large-to-drain") {
+      close.connection = "close";
+      lingerBeforeClose(req);
+    }
     sendProblem(res, 413, "PAYLOAD_TOO_LARGE", `The body is larger than ${limit} bytes.`, close);
     return;
   }
