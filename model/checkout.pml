@@ -65,6 +65,7 @@ bool goodsBack[NREF];    /* its goods were received back (a return) */
 bool restockDone[NREF];  /* the stock-return consumer ran for it */
 byte deducted;           /* stock_deduct_record */
 byte restocked;          /* stock_return_record */
+byte restockedUnshipped; /* of it, units that never shipped (given back for a refund without goods back, or repaired) */
 byte shippedUnits;       /* shipment_line */
 byte received;           /* return_receipt */
 #define held (deducted - restocked)
@@ -397,15 +398,15 @@ done:
 #define actedOn(r, p) (refundPay[r] == (p) && (refund[r] == R_REFUND_CREATED || refund[r] == R_REFUND_PROCESSING || refund[r] == R_REFUND_FAILED || refund[r] == R_REFUND_AWAITING_GOODS))
 #define anyActedOn(p) (actedOn(0, p) || actedOn(1, p) || actedOn(2, p) || actedOn(3, p))
 #define lineUnderWay(r) (units[r] > 0 && (refund[r] == R_REFUND_CREATED || refund[r] == R_REFUND_PROCESSING))
-#define lineRejected(r) (units[r] > 0 && (refund[r] == R_REFUND_FAILED || refund[r] == R_REFUND_SUPERSEDED))
 /* What the repair job finds: a payment that succeeded for an order that keeps nothing, still holding money with
-   no refund of it acted on; units a shipment left behind for a line refund that was then rejected. */
+   no refund of it acted on; units deducted that never shipped, with no line refund under way to give them back. */
 #define keepsNothing (order == O_CLOSED || order == O_STOCK_SHORT || order == O_REFUNDED)
 #define holdsMoney(p) (pay[p] == P_SUCCESS && rev[p] > 0 && !anyActedOn(p))
 #define moneyRepairable (keepsNothing && (holdsMoney(0) || holdsMoney(1)))
-#define goodsRepairable (shipped && held > shippedUnits - received \
-                         && !lineUnderWay(0) && !lineUnderWay(1) && !lineUnderWay(2) && !lineUnderWay(3) \
-                         && (lineRejected(0) || lineRejected(1) || lineRejected(2) || lineRejected(3)))
+/* Units deducted that never shipped and are still held (deducted, less shipped, less given back unshipped). */
+#define neverShippedHeld (deducted - shippedUnits - restockedUnshipped)
+#define goodsRepairable (shipped && neverShippedHeld > 0 \
+                         && !lineUnderWay(0) && !lineUnderWay(1) && !lineUnderWay(2) && !lineUnderWay(3))
 
 /* The refund submitter, MockPay's refund API, a return's goods, and an operator's Retry, until every refund is
    decided. The caller's guard waits for the order's lock to be free. */
@@ -476,6 +477,7 @@ inline restock(r) {
      if :: held > left -> left = held - left :: else -> left = 0 fi
   fi;
   restocked = restocked + left;
+  if :: !goodsBack[r] -> restockedUnshipped = restockedUnshipped + left :: else -> skip fi;
   restockDone[r] = true
 }
 
@@ -507,7 +509,9 @@ proctype Repair() {
   :: atomic {
        !orderLocked && settled && goodsRepairable ->
        goodsRepairs++;
-       restocked = restocked + (held - (shippedUnits - received))
+       left = neverShippedHeld;
+       restocked = restocked + left;
+       restockedUnshipped = restockedUnshipped + left
      }
   :: atomic { refundsDone -> break }
   od

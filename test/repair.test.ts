@@ -1,15 +1,23 @@
+import { randomUUID } from "node:crypto";
+import type { MockPayContext } from "~/mockpay/server/context";
+import type { AppContext } from "~/server/app-context";
 import { reconcileOncePerPeriod } from "~/server/reconciliation/reconcile";
 import { repairRefundNo, repairWhatIsSafe } from "~/server/reconciliation/repair";
 import { retryFailedRefund } from "~/server/refunds/retry-refund";
+import { receiveReturn } from "~/server/refunds/returns";
 import { submitPendingRefunds } from "~/server/refunds/submit";
+import { createCaller } from "~/server/trpc/root";
 import type { TestDatabase } from "./support/database";
 import { describe, expect, test } from "./support/fixtures";
 import {
   consumeOrderEvents,
   deliverAll,
   factAbout,
+  mockPayFault,
   notifyAsProvider,
   orderAwaitingPayment,
+  payThroughProvider,
+  scarceSku,
   unitLeftBehindForRejectedRefund,
   violationsOf,
 } from "./support/scenarios";
@@ -152,7 +160,7 @@ describe("units left behind by a shipment for a line refund that was then reject
       Array.from({ length: 5 }, () => repairWhatIsSafe(app.db, { lagSeconds: 0 })),
     );
     expect(repairs.flat().filter((r) => r.orderId === paid.orderId)).toEqual([
-      { kind: "stock", orderId: paid.orderId, refundNo, skuId, quantity: 1 },
+      { kind: "stock", orderId: paid.orderId, skuId, quantity: 1 },
     ]);
     expect(await stock()).toBe(9);
     expect(
@@ -166,5 +174,96 @@ describe("units left behind by a shipment for a line refund that was then reject
     expect(after?.status).toBe("REFUND_SUCCESS");
     expect(await stock()).toBe(9);
     expect(await violationsOf(app.db, paid.orderId)).toEqual([]);
+  });
+});
+
+describe("the goods repair and the refunds that pay for the same units", () => {
+  /** A paid order of 2 units of its own SKU, and a caller for its shopper. */
+  async function twoUnits(app: AppContext, mockPay: MockPayContext) {
+    const skuId = await scarceSku(app.db, 10);
+    const paid = await payThroughProvider(app, mockPay, [{ skuId, quantity: 2 }]);
+    const caller = (over: AppContext = app) =>
+      createCaller({ app: over, userId: paid.userId, requestId: randomUUID() });
+    const lineRefund = async (over?: AppContext) => {
+      const refundNo = `R-${randomUUID()}`;
+      await caller(over).refunds.create({ orderId: paid.orderId, refundNo, lines: [{ skuId, quantity: 1 }] });
+      const [row] = await app.db.$client<{ provider_refund_no: string; status: string }[]>`
+        SELECT provider_refund_no, status FROM refund_order WHERE refund_no = ${refundNo}`;
+      return { refundNo, providerRefundNo: row?.provider_refund_no ?? "", status: row?.status };
+    };
+    const stock = async () =>
+      (await app.db.$client<{ stock: number }[]>`SELECT stock FROM sku WHERE id = ${skuId}`)[0]?.stock;
+    const statusOf = async (refundNo: string) =>
+      (
+        await app.db.$client<
+          { status: string }[]
+        >`SELECT status FROM refund_order WHERE refund_no = ${refundNo}`
+      )[0]?.status;
+    return { ...paid, skuId, lineRefund, stock, statusOf };
+  }
+  const away = (app: AppContext) => ({
+    ...app,
+    payments: { ...app.payments, providerBaseUrl: "http://127.0.0.1:1" },
+  });
+
+  test("a unit it gave back is paid for by another refund's Retry; the other's goods, returned, go back to stock too", async ({
+    app,
+    mockPay,
+  }) => {
+    const order = await twoUnits(app, mockPay);
+    // One line refund rejected before the order ships (its unit ships), one under way when it ships (its unit
+    // stays behind) and rejected after.
+    await mockPayFault(mockPay, order.outTradeNo, "REJECT_REFUNDS", 1);
+    const shipped = await order.lineRefund();
+    expect(shipped.status).toBe("REFUND_FAILED");
+    const behind = await order.lineRefund(away(app));
+    await consumeOrderEvents(app.db, order.orderId);
+    await mockPayFault(mockPay, order.outTradeNo, "REJECT_REFUNDS", 1);
+    await submitPendingRefunds(app.db, app.payments);
+    expect(await order.statusOf(behind.refundNo)).toBe("REFUND_FAILED");
+
+    expect(
+      (await repairWhatIsSafe(app.db, { lagSeconds: 0 })).filter((r) => r.orderId === order.orderId),
+    ).toEqual([{ kind: "stock", orderId: order.orderId, skuId: order.skuId, quantity: 1 }]);
+    // The first Retry pays for the unit that never shipped (units are alike); the second is a return of the one
+    // the shopper has.
+    await retryFailedRefund(app.db, shipped.providerRefundNo, app.payments);
+    expect(await retryFailedRefund(app.db, behind.providerRefundNo, app.payments)).toBe(
+      "REFUND_AWAITING_GOODS",
+    );
+    await receiveReturn(app.db, behind.providerRefundNo, `scan-${randomUUID()}`, app.payments);
+    await deliverAll(mockPay);
+    await consumeOrderEvents(app.db, order.orderId);
+    expect([await order.statusOf(shipped.refundNo), await order.statusOf(behind.refundNo)]).toEqual([
+      "REFUND_SUCCESS",
+      "REFUND_SUCCESS",
+    ]);
+    // Both units back: the one that never shipped (the repair's), the one returned (its receipt's).
+    expect(await order.stock()).toBe(10);
+    expect(await violationsOf(app.db, order.orderId)).toEqual([]);
+  });
+
+  test("a return received whose stock the consumer has yet to give back is not the repair's", async ({
+    app,
+    mockPay,
+  }) => {
+    const order = await twoUnits(app, mockPay);
+    await mockPayFault(mockPay, order.outTradeNo, "REJECT_REFUNDS", 1);
+    expect((await order.lineRefund()).status).toBe("REFUND_FAILED");
+    await consumeOrderEvents(app.db, order.orderId);
+    const returned = await order.lineRefund();
+    expect(returned.status).toBe("REFUND_AWAITING_GOODS");
+    await receiveReturn(app.db, returned.providerRefundNo, `scan-${randomUUID()}`, app.payments);
+    await deliverAll(mockPay);
+    expect(await order.statusOf(returned.refundNo)).toBe("REFUND_SUCCESS");
+    // Refunded, its ReturnReceived not consumed yet (the worker is behind): the unit is the consumer's to give back.
+    expect(
+      (await repairWhatIsSafe(app.db, { lagSeconds: 0 })).filter((r) => r.orderId === order.orderId),
+    ).toEqual([]);
+    await consumeOrderEvents(app.db, order.orderId);
+    expect(await order.stock()).toBe(9);
+    expect(
+      (await violationsOf(app.db, order.orderId)).filter((v) => !v.startsWith("no-failed-refund-unnoticed")),
+    ).toEqual([]);
   });
 });

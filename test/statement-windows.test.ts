@@ -314,3 +314,37 @@ describe("a line refund that succeeded before the order shipped, its stock not y
     expect(await violationsOf(app.db, paid.orderId)).toEqual([]);
   });
 });
+
+describe("a refund the provider paid while it was recorded here as a return awaiting its goods", () => {
+  test("the provider's word wins: it succeeds, its money moves once", async ({ app, mockPay, database }) => {
+    // Two sends of one refund raced (the rejection recorded first), then its Retry made it a return: the
+    // provider's success, late, still lands.
+    const skuId = await scarceSku(app.db, 10);
+    const paid = await payThroughProvider(app, mockPay, [{ skuId, quantity: 2 }]);
+    await consumeOrderEvents(app.db, paid.orderId);
+    const refundNo = `R-${randomUUID()}`;
+    const caller = createCaller({ app, userId: paid.userId, requestId: randomUUID() });
+    const refund = await caller.refunds.create({
+      orderId: paid.orderId,
+      refundNo,
+      lines: [{ skuId, quantity: 1 }],
+    });
+    const [row] = await database.sql<{ provider_refund_no: string; status: string }[]>`
+      SELECT provider_refund_no, status FROM refund_order WHERE refund_no = ${refundNo}`;
+    expect(row?.status).toBe("REFUND_AWAITING_GOODS");
+    const [payment] = await database.sql<{ transaction_id: string }[]>`
+      SELECT transaction_id FROM payment_order WHERE out_trade_no = ${paid.outTradeNo}`;
+    const fact = {
+      ...factAbout(app, { outTradeNo: paid.outTradeNo, amountCents: refund.amountCents, currency: "USD" }),
+      type: "refund.succeeded",
+      transaction_id: payment?.transaction_id ?? null,
+      refund_no: row?.provider_refund_no,
+    };
+    expect((await notifyAsProvider(app, fact)).httpStatus).toBe(200);
+    expect((await notifyAsProvider(app, { ...fact, id: `evt_${randomUUID()}` })).httpStatus).toBe(200);
+    const [after] = await database.sql`
+      SELECT r.status, (SELECT count(*)::int FROM ledger_transfer t WHERE t.refund_id = r.id AND t.to_account = 'shopper') AS paid
+        FROM refund_order r WHERE r.refund_no = ${refundNo}`;
+    expect(after).toEqual({ status: "REFUND_SUCCESS", paid: 1 });
+  });
+});

@@ -99,7 +99,14 @@ export const REFUND_MACHINE = machine({
       on: "what took its room failed: it fits again",
     },
     succeed: {
-      from: ["REFUND_CREATED", "REFUND_PROCESSING", "REFUND_FAILED", "REFUND_SUPERSEDED"],
+      from: [
+        "REFUND_CREATED",
+        "REFUND_PROCESSING",
+        "REFUND_FAILED",
+        "REFUND_SUPERSEDED",
+        // Recorded here as rejected (two sends raced), then retried as a return: the provider had paid it.
+        "REFUND_AWAITING_GOODS",
+      ],
       to: "REFUND_SUCCESS",
       on: "refund.succeeded: the provider's word wins, whatever was recorded here",
     },

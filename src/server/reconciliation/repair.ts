@@ -14,21 +14,23 @@ import { HELD_STOCK, LEDGER_OF_PAYMENT } from "./invariant";
  *   awaiting a person, is refunded what it holds: a system refund `sys/repair/<payment id>`, once per payment
  *   (its unique number), posted to the ledger as it is recorded; the refund submitter sends it. A closed
  *   order's payment becomes PAID_LATE on the way, as a success that arrived after the close would have.
- * - **Units deducted for a shipped order and never shipped, for a line refund that failed.** Units the
- *   shipment left behind for a refund under way stay in the warehouse when that refund is rejected: they go
- *   back to stock under that refund (`stock_return_record`, once per refund and SKU), as the stock-return
- *   consumer would have given them back had it succeeded.
+ * - **Units deducted for a shipped order that never shipped and nothing will give back.** Units the shipment
+ *   left behind for a line refund under way stay in the warehouse when that refund is rejected. With no line
+ *   refund of the SKU under way any more, they go back to stock, in a record of their own (no refund); a
+ *   refund that later pays for them finds them given back already (the stock-return consumer gives back what
+ *   the order holds beyond what it should, never twice).
  *
  * Each repair takes the locks the transitions take (the payment, then the order) and reads again, in its
  * next statement, what it found: a refund recorded, a shipment or a Retry committed in between, and it does
- * nothing. What it cannot repair stays a violation, and an alert, for a person.
+ * nothing. Repairs of one order take turns on its lock, so they are made once. What it cannot repair stays a
+ * violation, and an alert, for a person.
  */
 
 export interface Repair {
   kind: "money" | "stock";
   orderId: string;
-  /** money: the refund recorded; stock: the rejected refund the units were left behind for. */
-  refundNo: string;
+  /** money: the refund recorded. */
+  refundNo?: string;
   /** money: how much goes back. */
   amountCents?: number;
   currency?: string;
@@ -127,21 +129,35 @@ async function refundWhatItHolds(
 }
 
 /**
- * The order `h` (a HELD_STOCK row, with `o` its order) has shipped, holds more of the SKU than it shipped
- * less what came back, and no line refund of that SKU is under way (whose units the shipment rightly left
- * behind).
+ * Per (order, SKU) of a HELD_STOCK row `h`, once the order has shipped: units deducted that never shipped and are
+ * still held. Deducted, less shipped, less what went back for anything but a return (a return's goods shipped
+ * and came back: they are the stock-return consumer's to give back, once received, however late it runs).
+ */
+const NEVER_SHIPPED_HELD = sql`(
+  (SELECT d.quantity FROM stock_deduct_record d
+    WHERE d.user_id = h.user_id AND d.order_id = h.order_id AND d.sku_id = h.sku_id)
+  - coalesce((SELECT sl.quantity FROM shipment_line sl
+               WHERE sl.user_id = h.user_id AND sl.order_id = h.order_id AND sl.sku_id = h.sku_id), 0)
+  - coalesce((SELECT sum(sr.quantity) FROM stock_return_record sr
+               WHERE sr.user_id = h.user_id AND sr.order_id = h.order_id AND sr.sku_id = h.sku_id
+                 AND NOT EXISTS (SELECT 1 FROM return_receipt x
+                                  WHERE x.user_id = sr.user_id AND x.refund_id = sr.refund_id)), 0))::int`;
+
+/**
+ * The order `h` (a HELD_STOCK row) has shipped and still holds units of the SKU that never shipped, and no line
+ * refund of that SKU is under way (whose units the shipment rightly left behind, to go back when it succeeds).
  */
 const LEFT_BEHIND_FOR_NOTHING = sql`
   EXISTS (SELECT 1 FROM shipment s WHERE s.user_id = h.user_id AND s.order_id = h.order_id)
-  AND h.held > coalesce((SELECT sl.quantity FROM shipment_line sl
-                          WHERE sl.user_id = h.user_id AND sl.order_id = h.order_id AND sl.sku_id = h.sku_id), 0)
-             - coalesce((SELECT sum(rr.quantity) FROM return_receipt rr
-                          WHERE rr.user_id = h.user_id AND rr.order_id = h.order_id AND rr.sku_id = h.sku_id), 0)
+  AND ${NEVER_SHIPPED_HELD} > 0
   AND NOT EXISTS (SELECT 1 FROM refund_line l JOIN refund_order r ON r.user_id = l.user_id AND r.id = l.refund_id
                    WHERE l.user_id = h.user_id AND l.order_id = h.order_id AND l.sku_id = h.sku_id
                      AND r.status IN ('REFUND_CREATED', 'REFUND_PROCESSING'))`;
 
-/** Under the order's lock, read again: the units left behind for a rejected line refund go back to stock under it. */
+/**
+ * Under the order's lock, read again: the units go back to stock in a record of their own (no refund: a refund's
+ * key stays free for the stock its own goods may give back later, a return of them received, say).
+ */
 async function returnUnitsLeftBehind(
   tx: Tx,
   unit: { userId: string; orderId: string; skuId: string },
@@ -149,37 +165,14 @@ async function returnUnitsLeftBehind(
   await tx.execute(
     sql`SELECT id FROM orders WHERE user_id = ${unit.userId} AND id = ${unit.orderId} FOR UPDATE`,
   );
-  const [still] = await tx.execute<{
-    excess: number;
-    refund_id: string | null;
-    refund_no: string | null;
-  }>(sql`
-    SELECT (h.held - coalesce((SELECT sl.quantity FROM shipment_line sl
-                                WHERE sl.user_id = h.user_id AND sl.order_id = h.order_id AND sl.sku_id = h.sku_id), 0)
-                   + coalesce((SELECT sum(rr.quantity) FROM return_receipt rr
-                                WHERE rr.user_id = h.user_id AND rr.order_id = h.order_id AND rr.sku_id = h.sku_id), 0))::int AS excess,
-           r.id AS refund_id, r.refund_no
-      FROM (${HELD_STOCK}) h
-      LEFT JOIN LATERAL (
-        SELECT r.id, r.refund_no FROM refund_order r JOIN refund_line l ON l.user_id = r.user_id AND l.refund_id = r.id
-         WHERE r.user_id = h.user_id AND r.order_id = h.order_id AND l.sku_id = h.sku_id
-           AND r.status IN ('REFUND_FAILED', 'REFUND_SUPERSEDED')
-         ORDER BY r.updated_at DESC LIMIT 1) r ON true
+  const [still] = await tx.execute<{ excess: number }>(sql`
+    SELECT ${NEVER_SHIPPED_HELD} AS excess FROM (${HELD_STOCK}) h
      WHERE h.user_id = ${unit.userId} AND h.order_id = ${unit.orderId} AND h.sku_id = ${unit.skuId}
        AND ${LEFT_BEHIND_FOR_NOTHING}`);
-  // Nothing left behind any more, or no rejected refund it was left for (not ours to guess: a person's).
-  if (!still?.refund_id || !still.refund_no || still.excess <= 0) return undefined;
-  const given = await tx.execute<{ id: string }>(sql`
+  if (!still || still.excess <= 0) return undefined;
+  await tx.execute(sql`
     INSERT INTO stock_return_record (user_id, refund_id, order_id, sku_id, quantity)
-    VALUES (${unit.userId}, ${still.refund_id}, ${unit.orderId}, ${unit.skuId}, ${still.excess})
-    ON CONFLICT (user_id, refund_id, sku_id) DO NOTHING RETURNING id`);
-  if (given.length === 0) return undefined;
+    VALUES (${unit.userId}, NULL, ${unit.orderId}, ${unit.skuId}, ${still.excess})`);
   await tx.execute(sql`UPDATE sku SET stock = stock + ${still.excess} WHERE id = ${unit.skuId}`);
-  return {
-    kind: "stock",
-    orderId: unit.orderId,
-    refundNo: still.refund_no,
-    skuId: unit.skuId,
-    quantity: still.excess,
-  };
+  return { kind: "stock", orderId: unit.orderId, skuId: unit.skuId, quantity: still.excess };
 }

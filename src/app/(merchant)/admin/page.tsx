@@ -72,7 +72,7 @@ export default async function AdminPage({ searchParams }: { searchParams: Promis
                 <li key={`${repair.kind}:${repair.refundNo}:${repair.skuId ?? ""}`}>
                   {repair.kind === "money"
                     ? `order ${repair.orderId}: ${repair.amountCents} ${repair.currency} refunded (${repair.refundNo})`
-                    : `order ${repair.orderId}: ${repair.quantity} × ${repair.skuId} back to stock (left behind for ${repair.refundNo})`}
+                    : `order ${repair.orderId}: ${repair.quantity} × ${repair.skuId} that never shipped back to stock`}
                 </li>
               ))}
             </ul>

@@ -496,7 +496,8 @@ export const stockReturnRecord = pgTable(
   {
     id: identityPart(),
     userId: shopper(),
-    refundId: uuid().notNull(),
+    /** The refund the units went back for; null: reconciliation's repair gave back units that never shipped. */
+    refundId: uuid(),
     orderId: uuid().notNull(),
     skuId: skuRef(),
     quantity: integer().notNull(),

@@ -1,0 +1,1 @@
+ALTER TABLE "stock_return_record" ALTER COLUMN "refund_id" DROP NOT NULL;
