@@ -79,6 +79,7 @@ async function main(): Promise<number> {
             begin: async () => {
               world.script.paid.clear();
               world.script.rejectNext = 0;
+              world.script.away = false;
               const fixture = await pair.setup(world);
               const actors: ActorRun[] = pair.actors.map((actor, i) => {
                 const pool = pools[i] as (typeof pools)[number];

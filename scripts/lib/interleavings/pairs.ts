@@ -13,6 +13,7 @@ import { repairWhatIsSafe } from "~/server/reconciliation/repair";
 import { createRefundOperation } from "~/server/refunds/create-refund";
 import { retryFailedRefund } from "~/server/refunds/retry-refund";
 import { receiveReturn } from "~/server/refunds/returns";
+import { submitRefund } from "~/server/refunds/submit";
 import type { ActorAnswer } from "./explore";
 import {
   completeRefunds,
@@ -499,6 +500,8 @@ export const PAIRS: AnyPair[] = [
 
   pair({
     name: "repair × auto-refund consumer (an order short of stock, holding its money)",
+    // The repair's scan reads every payment's ledger: with two preemptions, 140 schedules and 18 s.
+    bound: REFUND_BOUND,
     covers: ["job:repair", "consumer:auto-refund"],
     setup: async (world) => {
       const short = await shortOrder(world);
@@ -507,6 +510,51 @@ export const PAIRS: AnyPair[] = [
     actors: [
       { name: "repair", act: (_world, db) => repairWhatIsSafe(db, { lagSeconds: 0 }) },
       { name: "auto-refund consumer", act: (_world, db, f) => consumeOne(db, f.event, "auto-refund") },
+    ],
+    orders: (f) => [f.orderId],
+  }),
+
+  pair({
+    name: "repair × Retry (of a line refund rejected after the shipment left its unit behind)",
+    covers: ["job:repair", "operator:retry-refund"],
+    bound: REFUND_BOUND,
+    setup: async (world) => {
+      const order = await paidOrder(world);
+      const refundNo = `R-${randomUUID()}`;
+      // Recorded while the provider is away: under way when the order ships, so its unit stays behind.
+      world.script.away = true;
+      await refund(world, world.db, order, { refundNo, lines: [{ skuId: "SKU-MUG", quantity: 1 }] });
+      world.script.away = false;
+      await consume(world, order.orderId);
+      world.script.rejectNext = 1;
+      await submitRefund(world.db, (await refundOf(world, refundNo)).provider_refund_no, world.deps);
+      const rejected = await refundOf(world, refundNo);
+      if (rejected.status !== "REFUND_FAILED") throw new Error(`the refund is ${rejected.status}`);
+      return { order, rejected: rejected.provider_refund_no };
+    },
+    actors: [
+      { name: "repair", act: (_world, db) => repairWhatIsSafe(db, { lagSeconds: 0 }) },
+      { name: "Retry", act: (world, db, f) => retryFailedRefund(db, f.rejected, world.deps) },
+    ],
+    orders: (f) => [f.order.orderId],
+  }),
+
+  pair({
+    name: "repair × stock-return consumer (a return received and refunded, its goods not yet back in stock)",
+    covers: ["job:repair", "consumer:stock-return"],
+    setup: async (world) => {
+      const order = await paidOrder(world);
+      await consume(world, order.orderId);
+      const refundNo = `R-${randomUUID()}`;
+      await refund(world, world.db, order, { refundNo, lines: [{ skuId: "SKU-MUG", quantity: 1 }] });
+      const returned = await refundOf(world, refundNo);
+      await receiveReturn(world.db, returned.provider_refund_no, `scan-${randomUUID()}`, world.deps);
+      await completeRefunds(world, order.orderId);
+      return { orderId: order.orderId, event: await eventOf(world, order.orderId, "ReturnReceived") };
+    },
+    actors: [
+      { name: "repair", act: (_world, db) => repairWhatIsSafe(db, { lagSeconds: 0 }) },
+      { name: "stock-return consumer", act: (_world, db, f) => consumeOne(db, f.event, "stock-return") },
     ],
     orders: (f) => [f.orderId],
   }),

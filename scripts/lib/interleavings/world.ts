@@ -33,6 +33,8 @@ export interface ProviderScript {
   paid: Map<string, string>;
   /** How many of the next refund sends are REJECTED (then they are ACCEPTED). */
   rejectNext: number;
+  /** The provider does not answer at all (a refund recorded now stays to be sent). */
+  away: boolean;
 }
 
 export type Deps = NotifyDeps &
@@ -54,7 +56,7 @@ export interface World {
 }
 
 export function createWorld(url: string): World {
-  const script: ProviderScript = { paid: new Map(), rejectNext: 0 };
+  const script: ProviderScript = { paid: new Map(), rejectNext: 0, away: false };
   const deps: Deps = {
     appId: APP_ID,
     webhookSecret: SECRET,
@@ -102,6 +104,7 @@ function scriptedProvider(script: ProviderScript): typeof fetch {
     return new Response(body, { headers: { [SIGNATURE_HEADER]: signature } });
   };
   return async (input, init) => {
+    if (script.away) throw new TypeError("fetch failed: the provider is away");
     const url = new URL(String(input));
     if (url.pathname === "/provider/api/closes") {
       const { out_trade_no } = JSON.parse(String(init?.body)) as { out_trade_no: string };
