@@ -44,6 +44,8 @@ async function main() {
       ...(mode === "dev" ? {} : SERVE_ENV),
       DATABASE_URL: database.url,
       NEXT_TELEMETRY_DISABLED: "1",
+      // One instance and no load balancer: Ctrl-C closes the listener at once (unless told otherwise).
+      HTTP_DRAIN_GRACE_MS: process.env.HTTP_DRAIN_GRACE_MS ?? "0",
       // Given, or generated on first start and kept in SECRETS_FILE: the server (NODE_ENV=production) needs them given.
       SESSION_SECRET: env.SESSION_SECRET,
       PROVIDER_WEBHOOK_SECRET: env.PROVIDER_WEBHOOK_SECRET,

@@ -142,6 +142,12 @@ export const SETTINGS = z.object({
   /** Open connections in all; past it, 503. */
   HTTP_MAX_CONNECTIONS: z.coerce.number().int().min(1).default(4_096),
   /**
+   * On SIGTERM the instance answers /readyz 503 at once and goes on serving this long, so the load balancer
+   * stops sending before the listener closes; then requests in flight get HTTP_DRAIN_MS to finish.
+   */
+  HTTP_DRAIN_GRACE_MS: z.coerce.number().int().nonnegative().default(5_000),
+  HTTP_DRAIN_MS: z.coerce.number().int().nonnegative().default(10_000),
+  /**
    * Fault injection (npm run chaos), never in production: the probability that the event worker kills
    * itself (SIGKILL) right after a consumer committed its effect, before the queue hears about it.
    */

@@ -66,6 +66,8 @@ export async function startAppProcess(options: {
       ...(dev ? {} : SERVE_ENV),
       NODE_ENV: dev ? "development" : "production",
       NEXT_TELEMETRY_DISABLED: "1",
+      // No load balancer to tell: a stop closes the listener at once (a test may set its own).
+      HTTP_DRAIN_GRACE_MS: "0",
       ...options.env,
       PORT: String(options.port),
       HOST: "127.0.0.1",

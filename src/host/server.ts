@@ -26,8 +26,8 @@
  * recognised by a Symbol brand rather than by its prototype. Background jobs start in one
  * place: the instrumentation hook (src/host/jobs.ts), which Next runs in this process too.
  *
- * SIGTERM / SIGINT: stop accepting, finish what is running, stop the jobs, close the
- * pools, exit 0.
+ * SIGTERM / SIGINT: drain (shutdown, below), stop the jobs, close the pools, exit 0. It starts only when it
+ * may (./preflight.ts), and answers /healthz and /readyz (./health.ts).
  */
 import { createServer } from "node:http";
 import path from "node:path";
@@ -39,12 +39,19 @@ import { closeDb } from "~/server/db/client";
 import { getLogger } from "~/shared/logger";
 import { assertDriverPatched } from "~/shared/postgres-driver";
 import { compileTrust, stampClient } from "./client-address";
+import { createHealth } from "./health";
 import { refuseMalformed } from "./http-guard";
 import { stopBackgroundJobs } from "./jobs";
 import { capConnections, serverTimeouts, wasRefused } from "./limits";
+import { startProblems } from "./preflight";
 import { loadRouteHandlers } from "./route-table";
 
 assertDriverPatched();
+const refused = await startProblems();
+if (refused.length > 0) {
+  for (const problem of refused) console.error(`[serve] cannot start: ${problem}`);
+  process.exit(1);
+}
 const env = getEnv();
 // tsx turns source maps on; from here on (the route files, Next and its chunks) no module's map is kept
 // unless asked for: they were a fifth of an instance's memory (docs/configuration.md, SOURCE_MAPS).
@@ -82,9 +89,11 @@ const connectionLimits = {
   requestTimeoutMs: env.HTTP_REQUEST_TIMEOUT_MS,
   headersTimeoutMs: env.HTTP_HEADERS_TIMEOUT_MS,
 };
+const health = createHealth(app.db.$client);
 const server = createServer(serverTimeouts(connectionLimits), (req, res) => {
   if (wasRefused(req.socket)) return;
   if (refuseMalformed(req, res)) return;
+  if (health.answer(req, res)) return;
   stampClient(req, trust);
   for (const [name, value] of SECURITY_HEADERS) res.setHeader(name, value);
   res.setHeader("content-security-policy", API_CSP);
@@ -105,13 +114,22 @@ server.listen(env.PORT, host, () => {
 });
 
 let stopping = false;
+/**
+ * The drain: /readyz answers 503 at once, new requests are still served for HTTP_DRAIN_GRACE_MS (the load
+ * balancer sees the 503 and stops sending), then the listener closes, requests in flight get HTTP_DRAIN_MS to
+ * finish (their idempotency keys are stored or freed as they end), the background jobs stop (the worker
+ * finishes or gives back its jobs), the pools close, and the process exits 0.
+ */
 async function shutdown(signal: string) {
   if (stopping) return;
   stopping = true;
+  health.draining = true;
+  log.info({ signal, graceMs: env.HTTP_DRAIN_GRACE_MS }, "draining: /readyz answers 503");
+  await new Promise((resolve) => setTimeout(resolve, env.HTTP_DRAIN_GRACE_MS));
   log.info({ signal }, "stopping");
   const closed = new Promise<void>((resolve) => server.close(() => resolve()));
   server.closeIdleConnections();
-  const force = setTimeout(() => server.closeAllConnections(), 10_000);
+  const force = setTimeout(() => server.closeAllConnections(), env.HTTP_DRAIN_MS);
   force.unref();
   await closed;
   await stopBackgroundJobs();
