@@ -61,6 +61,11 @@ export const SETTINGS = z.object({
    * must be set (32+ characters); elsewhere the missing ones are generated once and kept in SECRETS_FILE.
    */
   SESSION_SECRET: z.string().min(16).optional(),
+  /**
+   * During a rotation of SESSION_SECRET: the secrets cookies and API tokens are still accepted under,
+   * comma-separated (docs/deploy.md, "Rotating secrets"); only SESSION_SECRET signs.
+   */
+  SESSION_SECRET_PREVIOUS: z.string().optional(),
   SECRETS_FILE: z.string().min(1).default(".data/secrets.json"),
   IDEMPOTENCY_TTL_HOURS: z.coerce.number().positive().default(24),
   IDEMPOTENCY_LEASE_MS: z.coerce.number().int().positive().default(30_000),
@@ -193,6 +198,8 @@ export type Env = Omit<z.infer<typeof SETTINGS>, SecretName> &
     databaseUrl: string;
     appBaseUrl: string;
     providerBaseUrl: string;
+    /** SESSION_SECRET_PREVIOUS, split. */
+    sessionSecretsPrevious: string[];
   };
 
 /**
@@ -246,6 +253,7 @@ function load(): Env {
     databaseUrl: env.DATABASE_URL ?? embeddedDatabaseUrl(env.EMBEDDED_PG_PORT, "checkout", env.DATA_DIR),
     appBaseUrl,
     providerBaseUrl: (env.PROVIDER_BASE_URL ?? appBaseUrl).replace(/\/$/, ""),
+    sessionSecretsPrevious: entriesOf(env.SESSION_SECRET_PREVIOUS ?? ""),
   };
 }
 

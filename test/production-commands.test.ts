@@ -29,7 +29,16 @@ beforeAll(async () => {
   await admin.unsafe(`CREATE DATABASE ${name}`);
   await admin.end();
 });
+/** Every process group this file started: none outlives it, whatever failed. */
+const groups: number[] = [];
 afterAll(async () => {
+  for (const group of groups) {
+    try {
+      process.kill(-group, "SIGKILL");
+    } catch {
+      // already gone
+    }
+  }
   const admin = pgClient(adminUrl, { max: 1, onnotice: () => {} });
   await admin.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
   await admin.end();
@@ -44,6 +53,7 @@ function npmRun(script: string, env: Record<string, string | undefined>) {
     stdio: ["ignore", "pipe", "pipe"],
     detached: true,
   });
+  if (child.pid) groups.push(child.pid);
   let output = "";
   child.stdout?.on("data", (chunk) => (output += chunk));
   child.stderr?.on("data", (chunk) => (output += chunk));

@@ -19,7 +19,7 @@ export async function startProblems(environment: NodeJS.ProcessEnv = process.env
       ...String((error as Error).message)
         .split("\n")
         .map((line) => line.replace(/^- /, ""))
-        .filter((line) => line && !line.endsWith(":")),
+        .filter(Boolean),
     );
   }
   if (environment.NODE_ENV === "production" && !environment.DATABASE_URL) {

@@ -114,6 +114,8 @@ server.listen(env.PORT, host, () => {
 });
 
 let stopping = false;
+/** What the background jobs and the pools get to stop, after the drain. */
+const STOP_JOBS_MS = 10_000;
 /**
  * The drain: /readyz answers 503 at once, new requests are still served for HTTP_DRAIN_GRACE_MS (the load
  * balancer sees the 503 and stops sending), then the listener closes, requests in flight get HTTP_DRAIN_MS to
@@ -124,6 +126,13 @@ async function shutdown(signal: string) {
   if (stopping) return;
   stopping = true;
   health.draining = true;
+  // Bounded as a whole: a stop that hangs (the database gone, a job that never returns) must not keep the
+  // process, and its port, alive.
+  const bound = env.HTTP_DRAIN_GRACE_MS + env.HTTP_DRAIN_MS + STOP_JOBS_MS;
+  setTimeout(() => {
+    log.error({ signal, boundMs: bound }, "the stop ran past its bound: exiting");
+    process.exit(1);
+  }, bound).unref();
   log.info({ signal, graceMs: env.HTTP_DRAIN_GRACE_MS }, "draining: /readyz answers 503");
   await new Promise((resolve) => setTimeout(resolve, env.HTTP_DRAIN_GRACE_MS));
   log.info({ signal }, "stopping");

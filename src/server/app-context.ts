@@ -18,7 +18,10 @@ import type { StatusQueryDeps } from "./payments/status-query";
 export interface AppContext {
   db: Db;
   idempotency: IdempotencyConfig;
+  /** What signs session cookies and API tokens (SESSION_SECRET). */
   sessionSecret: string;
+  /** What they are checked against: SESSION_SECRET, then SESSION_SECRET_PREVIOUS's (during a rotation). */
+  sessionSecretsAccepted: readonly string[];
   /** How long a REST API token is valid (API_TOKEN_TTL_HOURS). */
   apiTokenTtlS: number;
   /** POST /api/v1/tokens makes tokens (API_TOKENS_ENABLED). */
@@ -86,6 +89,7 @@ export function getAppContext(): AppContext {
         : {}),
     },
     sessionSecret: env.SESSION_SECRET,
+    sessionSecretsAccepted: [env.SESSION_SECRET, ...env.sessionSecretsPrevious],
     apiTokenTtlS: Math.round(env.API_TOKEN_TTL_HOURS * 3600),
     apiTokensEnabled: env.API_TOKENS_ENABLED,
     adminToken: env.ADMIN_TOKEN,

@@ -19,6 +19,7 @@ export function testAppContext(db: Db, baseUrl = "http://127.0.0.1:1"): AppConte
     // Batches as the app's defaults make them (IDEMPOTENCY_BATCH_SIZE, IDEMPOTENCY_BATCH_RUNNERS).
     idempotency: { ttlMs: 60_000, leaseMs: 10_000, waitMs: 5_000, batch: { maxSize: 8, runners: 2 } },
     sessionSecret: "test-secret-test-secret",
+    sessionSecretsAccepted: ["test-secret-test-secret"],
     apiTokenTtlS: 86_400,
     apiTokensEnabled: true,
     adminToken: getEnv().ADMIN_TOKEN,

@@ -57,14 +57,14 @@ export function requestIdOf(headers: HeaderReader): string {
 async function credentialOf(app: AppContext, headers: HeaderReader, policy: CredentialPolicy) {
   if (policy.credential === "bearer") {
     const token = headers.get("authorization")?.match(/^Bearer\s+(\S+)$/i)?.[1];
-    return (await checkApiToken(app.db, token, app.sessionSecret, app.apiTokenTtlS)) ?? undefined;
+    return (await checkApiToken(app.db, token, app.sessionSecretsAccepted, app.apiTokenTtlS)) ?? undefined;
   }
   const cookie = readCookie(headers.get("cookie"), SESSION_COOKIE);
   try {
-    return (await checkSession(app.db, cookie, app.sessionSecret)) ?? undefined;
+    return (await checkSession(app.db, cookie, app.sessionSecretsAccepted)) ?? undefined;
   } catch (error) {
     if (policy.databaseAway === "refuse") throw unavailableIfTransient(error);
-    return verifySession(cookie, app.sessionSecret) ?? undefined;
+    return verifySession(cookie, app.sessionSecretsAccepted) ?? undefined;
   }
 }
 

@@ -3,6 +3,7 @@ import { LRUCache } from "lru-cache";
 import type { Executor } from "~/server/db/client";
 import { apiTokenRevocation } from "~/server/db/schema";
 import {
+  type AcceptedSecrets,
   type ApiTokenClaims,
   type SessionClaims,
   signApiToken,
@@ -60,7 +61,7 @@ async function revoked(db: Executor, userId: string, issuedMs: number): Promise<
 export async function checkApiToken(
   db: Executor,
   token: string | undefined | null,
-  secret: string,
+  secret: AcceptedSecrets,
   ttlS: number,
 ): Promise<ApiTokenClaims | null> {
   const claims = verifyApiToken(token, secret, ttlS);
@@ -72,7 +73,7 @@ export async function checkApiToken(
 export async function checkSession(
   db: Executor,
   value: string | undefined | null,
-  secret: string,
+  secret: AcceptedSecrets,
 ): Promise<SessionClaims | null> {
   const claims = verifySession(value, secret);
   if (!claims) return null;

@@ -43,6 +43,23 @@ describe("guest session cookie", () => {
   });
 });
 
+describe("a rotation of the session secret", () => {
+  it("accepts what either secret signed while both are accepted, and nothing else", () => {
+    const old = "old-secret-old-secret-old-secret-1";
+    const next = "new-secret-new-secret-new-secret-2";
+    const userId = newGuestId();
+    const byOld = signSession(userId, old);
+    const byNext = signSession(userId, next);
+    expect(verifySession(byOld, [next, old])?.userId).toBe(userId);
+    expect(verifySession(byNext, [next, old])?.userId).toBe(userId);
+    expect(verifySession(byOld, [next])).toBeNull();
+    expect(verifySession(signSession(userId, "a-third-secret-a-third-secret-33"), [next, old])).toBeNull();
+    const token = signApiToken(userId, old);
+    expect(verifyApiToken(token, [next, old])?.userId).toBe(userId);
+    expect(verifyApiToken(token, next)).toBeNull();
+  });
+});
+
 describe("credentials found genuine are remembered, per secret", () => {
   it("a second check gives the same answer; another secret, a forgery or an expired token still fail", () => {
     const id = newGuestId();

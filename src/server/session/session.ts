@@ -32,7 +32,10 @@ export interface SessionClaims {
 }
 
 /** The guest id and issue time, or null for a missing, malformed or forged cookie. */
-export function verifySession(value: string | undefined | null, secret: string): SessionClaims | null {
+export function verifySession(
+  value: string | undefined | null,
+  secret: AcceptedSecrets,
+): SessionClaims | null {
   if (!value || value.length > 200) return null;
   const parts = value.split(".");
   const [userId, second, third] = parts;
@@ -56,23 +59,33 @@ const GENUINE = {
   "api-token": new Map<string, LRUCache<string, true>>(),
 };
 
-/** Whether `signature` is the MAC of `signedText` under `secret` for `purpose` (remembered per whole credential). */
+/**
+ * The secret credentials are checked against: one, or several during a rotation (the one that signs now, then
+ * those still accepted: SESSION_SECRET_PREVIOUS).
+ */
+export type AcceptedSecrets = string | readonly string[];
+
+/** Whether `signature` is the MAC of `signedText` under one of `secrets` for `purpose` (remembered per whole credential). */
 function genuine(
   purpose: keyof typeof GENUINE,
-  secret: string,
+  secrets: AcceptedSecrets,
   credential: string,
   signature: string,
   signedText: string,
 ): boolean {
-  let known = GENUINE[purpose].get(secret);
-  if (!known) {
-    known = new LRUCache<string, true>({ max: 10_000 });
-    GENUINE[purpose].set(secret, known);
+  for (const secret of typeof secrets === "string" ? [secrets] : secrets) {
+    let known = GENUINE[purpose].get(secret);
+    if (!known) {
+      known = new LRUCache<string, true>({ max: 10_000 });
+      GENUINE[purpose].set(secret, known);
+    }
+    if (known.has(credential)) return true;
+    if (same(signature, mac(signedText, secret, purpose))) {
+      known.set(credential, true);
+      return true;
+    }
   }
-  if (known.has(credential)) return true;
-  const ok = same(signature, mac(signedText, secret, purpose));
-  if (ok) known.set(credential, true);
-  return ok;
+  return false;
 }
 
 function same(given: string, expected: string): boolean {
@@ -115,7 +128,7 @@ export interface ApiTokenClaims {
 /** The token's shopper and times, or null for a malformed, forged or expired token. */
 export function verifyApiToken(
   token: string | undefined | null,
-  secret: string,
+  secret: AcceptedSecrets,
   ttlS = DEFAULT_API_TOKEN_TTL_S,
   nowMs = Date.now(),
 ): ApiTokenClaims | null {
