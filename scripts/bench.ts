@@ -30,6 +30,7 @@ import { expiredKey } from "./lib/bench/scenarios/expired-key";
 import { keepAlive } from "./lib/bench/scenarios/keep-alive";
 import { millionRows } from "./lib/bench/scenarios/million-rows";
 import { orderPaths } from "./lib/bench/scenarios/order-paths";
+import { reconciliationScale } from "./lib/bench/scenarios/reconciliation-scale";
 import { twoInstances } from "./lib/bench/scenarios/two-instances";
 import { log, ONLY, PROFILE, PROFILE_SECONDS, type Row } from "./lib/bench/settings";
 import { settledCount } from "./lib/bench/settle";
@@ -112,8 +113,9 @@ async function main() {
       databaseFloor,
       keepAlive,
       expiredKey,
-      // Last: it fills the tables.
+      // Last: they fill tables of their own.
       millionRows,
+      reconciliationScale,
     ];
     const unknown = ONLY?.filter((name) => !scenarios.some((s) => s.name === name)) ?? [];
     if (unknown.length > 0) throw new Error(`--only: no scenario ${unknown.join(", ")}`);

@@ -4,6 +4,7 @@ import { Webhook as SvixWebhook } from "svix";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { AnyOperation } from "~/server/idempotency";
 import { OPERATIONS } from "~/server/operations";
+import { reconcileWhenDue } from "~/server/reconciliation/reconcile";
 import { signQuery, tradeQueryPath, verifyBodySignature } from "~/shared/provider-contract";
 import {
   type AppServer,
@@ -299,11 +300,26 @@ describe("operator pages", () => {
     expect(await page.text()).toContain("http://127.0.0.1:9/hook");
   });
 
-  it("shows a clean reconciliation on /admin", async () => {
-    const page = await fetch(`${first.baseUrl}/admin`, {
-      headers: { authorization: `Bearer ${TEST_SERVER_ADMIN_TOKEN}` },
+  it("shows the last reconciliation kept on /admin (a view never runs one), and queues one on Reconcile now", async () => {
+    const admin = { authorization: `Bearer ${TEST_SERVER_ADMIN_TOKEN}` };
+    const view = async () => (await fetch(`${first.baseUrl}/admin`, { headers: admin })).text();
+    expect(await view()).toContain("No reconciliation kept yet");
+    // What an event worker does (this server runs none).
+    const periods = { everyMin: 1_000_000, fullEveryMin: 1_000_000 };
+    expect((await reconcileWhenDue(t.db, periods))?.kind).toBe("full");
+    expect(await view()).toMatch(/No violation · every order · checked/);
+
+    const queued = await fetch(`${first.baseUrl}/api/admin/reconciliation`, {
+      method: "POST",
+      headers: admin,
+      redirect: "manual",
     });
-    expect(await page.text()).toContain("No violation");
+    expect(queued.status).toBe(303);
+    expect(await view()).toContain("Reconciliation queued");
+    expect((await reconcileWhenDue(t.db, periods))?.kind).toBe("requested");
+    const page = await view();
+    expect(page).toMatch(/No violation · every order, as asked · checked/);
+    expect(page).toContain("Reconcile now");
   });
 });
 

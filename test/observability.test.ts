@@ -2,7 +2,12 @@ import { randomUUID } from "node:crypto";
 import { Writable } from "node:stream";
 import { Registry } from "prom-client";
 import { describe, expect, it } from "vitest";
-import { alertsFrom, opsFigures, RECONCILIATION_STALE_S } from "~/server/admin/alerts";
+import {
+  alertsFrom,
+  opsFigures,
+  RECONCILIATION_FIRST_DUE_S,
+  RECONCILIATION_STALE_S,
+} from "~/server/admin/alerts";
 import { renderMetrics } from "~/server/admin/metrics";
 import type { AppContext } from "~/server/app-context";
 import { runIdempotent } from "~/server/idempotency";
@@ -11,7 +16,7 @@ import { withRequestContext } from "~/server/observability/request-context";
 import { createOrder } from "~/server/orders/create-order";
 import { createPayment } from "~/server/payments/create-payment";
 import { handlePaymentNotification } from "~/server/payments/notify";
-import { lastReconciliation, reconcileOncePerPeriod } from "~/server/reconciliation/reconcile";
+import { lastReconciliation, reconcileWhenDue } from "~/server/reconciliation/reconcile";
 import { createLogger } from "~/shared/logger";
 import { signBody } from "~/shared/provider-contract";
 import type { TestDatabase } from "./support/database";
@@ -123,36 +128,51 @@ describe("observability", () => {
     // A period long enough that these calls never straddle two (slots are epoch-aligned).
     const period = 1_000_000;
     expect(await lastReconciliation(t.db)).toBeNull();
-    const none = await opsFigures(t.db, null);
+    // None kept yet: right after start-up that is no alert; a period (and a minute) after, it is one.
+    const none = await opsFigures(t.db, null, Date.now(), Date.now());
     expect(none.reconciliationAgeSeconds).toBeNull();
     expect(alertsFrom(none).map((a) => a.name)).not.toContain("reconciliation_stale");
+    const neverKept = await opsFigures(
+      t.db,
+      null,
+      Date.now(),
+      Date.now() - (RECONCILIATION_FIRST_DUE_S + 1) * 1000,
+    );
+    expect(alertsFrom(neverKept).map((a) => a.name)).toContain("reconciliation_stale");
+    expect(RECONCILIATION_FIRST_DUE_S).toBe(2 * 60);
 
-    const runs = await Promise.all(Array.from({ length: 8 }, () => reconcileOncePerPeriod(t.db, period)));
+    const periods = { everyMin: period, fullEveryMin: period };
+    const runs = await Promise.all(Array.from({ length: 8 }, () => reconcileWhenDue(t.db, periods)));
+    // One run of each kind in the period: the full one, and the incremental one (of every order while none
+    // was kept before it).
     const ran = runs.filter((run) => run !== null);
-    expect(ran).toHaveLength(1);
-    expect(await t.sql`SELECT count(*)::int AS n FROM reconciliation_report`).toEqual([{ n: 1 }]);
+    expect(ran.map((run) => run.kind).sort()).toEqual(["full", "incremental"]);
+    expect(await t.sql`SELECT count(*)::int AS n FROM reconciliation_report`).toEqual([{ n: 2 }]);
     // Claimed already: another try in the same period reads nothing.
-    expect(await reconcileOncePerPeriod(t.db, period)).toBeNull();
+    expect(await reconcileWhenDue(t.db, periods)).toBeNull();
 
     const kept = await lastReconciliation(t.db);
-    expect(kept?.checkedAt.getTime()).toBe(ran[0]?.checkedAt.getTime());
-    expect(kept?.invariants).toEqual(JSON.parse(JSON.stringify(ran[0]?.invariants)));
+    const last = ran.sort((a, b) => b.checkedAt.getTime() - a.checkedAt.getTime())[0];
+    expect(kept?.checkedAt.getTime()).toBe(last?.checkedAt.getTime());
+    expect(kept?.invariants).toEqual(JSON.parse(JSON.stringify(last?.invariants)));
     const figures = await opsFigures(t.db, kept);
     expect(figures.reconciliationAgeSeconds).toBeLessThan(60);
     expect(await renderMetrics(t.db, new Registry())).toMatch(/checkout_reconciliation_age_seconds \d/);
 
-    // The worker's runs stopped: past three periods of 5 minutes, an alert.
-    const old = { ...(kept as NonNullable<typeof kept>), checkedAt: new Date(Date.now() - 16 * 60_000) };
+    // The worker's runs stopped: past three periods of 1 minute, an alert.
+    const old = { ...(kept as NonNullable<typeof kept>), checkedAt: new Date(Date.now() - 4 * 60_000) };
     expect(alertsFrom(await opsFigures(t.db, old)).map((a) => a.name)).toContain("reconciliation_stale");
-    expect(RECONCILIATION_STALE_S).toBe(15 * 60);
+    expect(RECONCILIATION_STALE_S).toBe(3 * 60);
   });
 
   it("a reconciliation that fails gives its period back for another try", async () => {
     await t.sql`DELETE FROM reconciliation_report`;
     // A negative sample size makes every check's query fail (LIMIT must not be negative).
-    await expect(reconcileOncePerPeriod(t.db, 1_000_000, { sampleSize: -1 })).rejects.toThrow();
+    await expect(
+      reconcileWhenDue(t.db, { everyMin: 1_000_000, fullEveryMin: 1_000_000 }, { sampleSize: -1 }),
+    ).rejects.toThrow();
     expect(await t.sql`SELECT count(*)::int AS n FROM reconciliation_report`).toEqual([{ n: 0 }]);
-    expect(await reconcileOncePerPeriod(t.db, 1_000_000)).not.toBeNull();
+    expect(await reconcileWhenDue(t.db, { everyMin: 1_000_000, fullEveryMin: 1_000_000 })).not.toBeNull();
     expect(
       await t.sql`SELECT count(*)::int AS n FROM reconciliation_report WHERE checked_at IS NOT NULL`,
     ).toEqual([{ n: 1 }]);

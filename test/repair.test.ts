@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import type { MockPayContext } from "~/mockpay/server/context";
 import type { AppContext } from "~/server/app-context";
-import { reconcileOncePerPeriod } from "~/server/reconciliation/reconcile";
+import { reconcileWhenDue } from "~/server/reconciliation/reconcile";
 import { repairRefundNo, repairWhatIsSafe } from "~/server/reconciliation/repair";
 import { retryFailedRefund } from "~/server/refunds/retry-refund";
 import { receiveReturn } from "~/server/refunds/returns";
@@ -87,7 +87,7 @@ describe("money an order that keeps nothing still holds", () => {
 
     // The worker's periodic run repairs before it checks; its copies at the same moment repair nothing more.
     const [report] = await Promise.all([
-      reconcileOncePerPeriod(app.db, 5),
+      reconcileWhenDue(app.db, { everyMin: 5, fullEveryMin: 5 }),
       ...Array.from({ length: 4 }, () => repairWhatIsSafe(app.db)),
     ]);
     const refundNo = repairRefundNo(kept.id);

@@ -1,5 +1,5 @@
 import { getEnv } from "~/env";
-import { alertsFrom, opsFigures, RECONCILE_EVERY_MIN } from "~/server/admin/alerts";
+import { alertsFrom, opsFigures, RECONCILE_EVERY_MIN, RECONCILE_FULL_EVERY_MIN } from "~/server/admin/alerts";
 import { getLogger } from "~/shared/logger";
 import { every } from "~/shared/periodic";
 import { getAppContext } from "./app-context";
@@ -8,7 +8,7 @@ import { type RunningWorker, startWorker } from "./fulfilment/worker";
 import { deleteExpiredRecords } from "./idempotency";
 import { closeTimedOutOrders } from "./orders/timeout";
 import { syncStalePayments } from "./payments/status-query";
-import { lastReconciliation, reconcileOncePerPeriod } from "./reconciliation/reconcile";
+import { lastReconciliation, reconcileWhenDue } from "./reconciliation/reconcile";
 
 interface RunningJobs {
   timers: NodeJS.Timeout[];
@@ -16,8 +16,11 @@ interface RunningJobs {
 }
 
 const REFUSAL_FLUSH_MS = 2_000;
-/** How often a worker tries to claim the current reconciliation period (a claim taken already costs one insert). */
-const RECONCILE_CLAIM_MS = 30_000;
+/**
+ * How often a worker looks for a reconciliation due (a "Reconcile now", a period's run): a request waits at most
+ * this long; a look at a period claimed already costs a delete and two inserts that change nothing.
+ */
+const RECONCILE_CLAIM_MS = 5_000;
 
 // On globalThis: two copies of this module load in the production server (why: src/host/server.ts).
 const globalForJobs = globalThis as unknown as { checkoutJobs?: RunningJobs };
@@ -132,15 +135,17 @@ export async function startEventWorker({
         heartbeatMs: env.WORKER_HEARTBEAT_MS,
         stallMs: env.WORKER_STALL_MS,
         onGiveUp,
-        // Once per period and fleet, whichever worker claims it first (the alert log and /api/metrics read it).
+        // Once per period and fleet, whichever worker claims it first (the alert log, /admin and /api/metrics read it).
         background: [
           {
             name: "reconciliation",
             everyMs: RECONCILE_CLAIM_MS,
             run: () =>
-              reconcileOncePerPeriod(getAppContext().db, RECONCILE_EVERY_MIN, {
-                paymentTimeoutS: env.ORDER_PAYMENT_TIMEOUT_S,
-              }),
+              reconcileWhenDue(
+                getAppContext().db,
+                { everyMin: RECONCILE_EVERY_MIN, fullEveryMin: RECONCILE_FULL_EVERY_MIN },
+                { paymentTimeoutS: env.ORDER_PAYMENT_TIMEOUT_S },
+              ),
           },
         ],
         hooks:

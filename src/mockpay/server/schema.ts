@@ -54,6 +54,8 @@ export const providerTrade = pgTable(
   (t) => [
     uniqueIndex("provider_trade_app_out_trade_no_uq").on(t.appId, t.outTradeNo),
     uniqueIndex("provider_trade_transaction_id_uq").on(t.transactionId),
+    // What changed at the provider since a time (the merchant's incremental reconciliation asks).
+    index("provider_trade_updated_at_idx").on(t.updatedAt),
     inList("provider_trade_status_valid", "status", PROVIDER_TRADE_STATUSES),
   ],
 );
@@ -128,6 +130,7 @@ export const providerRefund = pgTable(
   },
   (t) => [
     uniqueIndex("provider_refund_trade_refund_no_uq").on(t.tradeId, t.refundNo),
+    index("provider_refund_updated_at_idx").on(t.updatedAt),
     inList("provider_refund_status_valid", "status", PROVIDER_REFUND_STATUSES),
   ],
 );

@@ -34,6 +34,8 @@ export interface OpsFigures {
   reconciliationViolations: number;
   /** How old the reconciliation behind the three figures above is; null when none has been kept yet. */
   reconciliationAgeSeconds: number | null;
+  /** How long this process has been up: none kept this long after start-up is as stale as an old one. */
+  upSeconds: number;
 }
 
 export interface AlertThresholds {
@@ -47,14 +49,18 @@ export const DEFAULT_THRESHOLDS: AlertThresholds = { signatureFailures10m: 5, ou
 export const REFUND_IN_FLIGHT_ALERT_S = 300;
 
 /**
- * How often the event worker runs the full reconciliation and keeps it, once per period for the whole fleet
- * (`reconcileOncePerPeriod`: the first worker to claim the period's slot). It reads every order (1.4–10.8 s of
- * database time with a million orders, measured): the alert log and /api/metrics of every instance read the
- * last one kept (`lastReconciliation`) instead. /admin and `npm run reconcile` still run it fresh.
+ * How often the event worker reconciles, once per period for the whole fleet (`reconcileWhenDue`: the first
+ * worker to claim the period's slot): the orders touched since the last run every `RECONCILE_EVERY_MIN`, every
+ * order every `RECONCILE_FULL_EVERY_MIN`. The alert log, /admin and /api/metrics of every instance read the
+ * last one kept (`lastReconciliation`); only `npm run reconcile` runs one on the spot.
  */
-export const RECONCILE_EVERY_MIN = 5;
+export const RECONCILE_EVERY_MIN = 1;
+export const RECONCILE_FULL_EVERY_MIN = 60;
 /** The last kept reconciliation older than this: the worker's scheduled runs are not happening (an alert). */
 export const RECONCILIATION_STALE_S = 3 * RECONCILE_EVERY_MIN * 60;
+/** None kept this long after start-up: one period, and the time a worker takes to claim and run it. */
+export const RECONCILIATION_FIRST_DUE_S = RECONCILE_EVERY_MIN * 60 + 60;
+const PROCESS_STARTED_AT = Date.now() - process.uptime() * 1000;
 
 /**
  * The figures operators watch, read from the database (so every instance agrees). The reconciliation's are
@@ -64,6 +70,7 @@ export async function opsFigures(
   db: Db,
   report?: ReconciliationReport | null,
   now = Date.now(),
+  startedAt = PROCESS_STARTED_AT,
 ): Promise<OpsFigures> {
   const [row] = await db.execute<{
     outbox_lag: number;
@@ -118,6 +125,7 @@ export async function opsFigures(
     reconciliationAgeSeconds: reconciliation
       ? Math.max(0, Math.round((now - reconciliation.checkedAt.getTime()) / 1000))
       : null,
+    upSeconds: Math.round((now - startedAt) / 1000),
   };
 }
 
@@ -220,14 +228,12 @@ export function alertsFrom(figures: OpsFigures, thresholds: AlertThresholds = DE
       detail: `${figures.deadLetters} job(s) out of attempts`,
     });
   }
-  if (
-    figures.reconciliationAgeSeconds !== null &&
-    figures.reconciliationAgeSeconds > RECONCILIATION_STALE_S
-  ) {
+  const age = figures.reconciliationAgeSeconds;
+  if (age === null ? figures.upSeconds > RECONCILIATION_FIRST_DUE_S : age > RECONCILIATION_STALE_S) {
     alerts.push({
       name: "reconciliation_stale",
       title: "Reconciliation is not running",
-      detail: `the last reconciliation is ${Math.round(figures.reconciliationAgeSeconds / 60)} minutes old (the event worker runs one every ${RECONCILE_EVERY_MIN} minutes): money and goods are unchecked since`,
+      detail: `${age === null ? `no reconciliation kept in the ${Math.round(figures.upSeconds / 60)} minutes since start-up` : `the last reconciliation is ${Math.round(age / 60)} minutes old`} (the event worker runs one every ${RECONCILE_EVERY_MIN} minute${RECONCILE_EVERY_MIN === 1 ? "" : "s"}): money and goods are unchecked`,
     });
   }
   if (figures.reconciliationViolations > 0) {

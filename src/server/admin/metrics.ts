@@ -53,7 +53,7 @@ const GAUGES = {
   ],
   reconciliationAgeSeconds: [
     "checkout_reconciliation_age_seconds",
-    `Age of the last reconciliation the event worker kept (it runs one every ${RECONCILE_EVERY_MIN} minutes); absent before the first`,
+    `Age of the last reconciliation the event worker kept (it runs one every ${RECONCILE_EVERY_MIN} min); absent before the first`,
   ],
 } as const;
 

@@ -10,7 +10,7 @@ import {
   refundOrder,
 } from "~/server/db/schema";
 import { listNotificationIssues } from "~/server/payments/queries";
-import { lastReconciliation, reconcile } from "~/server/reconciliation/reconcile";
+import { lastReconciliation, reconciliationRequested } from "~/server/reconciliation/reconcile";
 
 export type QueueJob = {
   id: string;
@@ -34,7 +34,7 @@ export async function operationsOverview(db: Db) {
     jobs,
     notifications,
     reconciliation,
-    lastKept,
+    requested,
   ] = await Promise.all([
     db.select().from(orders).orderBy(desc(orders.createdAt)).limit(20),
     db.select().from(paymentOrder).orderBy(desc(paymentOrder.createdAt)).limit(20),
@@ -56,8 +56,9 @@ export async function operationsOverview(db: Db) {
       SELECT id::text, key, attempts, max_attempts, last_error, run_at FROM graphile_worker.jobs
        WHERE attempts > 0 ORDER BY attempts DESC, id LIMIT 50`),
     listNotificationIssues(db, 20),
-    reconcile(db),
+    // The last run kept by the event worker: a page view never reconciles (seconds with a million orders).
     lastReconciliation(db),
+    reconciliationRequested(db),
   ]);
   const consumed = events.length
     ? await db
@@ -84,9 +85,11 @@ export async function operationsOverview(db: Db) {
     returns,
     failingJobs: jobs.filter((job) => job.attempts < job.max_attempts),
     notifications,
+    /** The last reconciliation kept (null: none yet), and whether a "Reconcile now" waits for a worker. */
     reconciliation,
-    /** What the last periodic run repaired by itself before it checked (the check above repairs nothing). */
-    repairs: lastKept?.repairs ?? [],
+    reconciliationRequested: requested,
+    /** What the last run repaired by itself before it checked. */
+    repairs: reconciliation?.repairs ?? [],
   };
 }
 

@@ -9,6 +9,7 @@ export const GOODS_INVARIANTS: Invariant[] = [
     checks: [
       {
         message: "stock does not balance",
+        whole: true,
         query: () => sql`SELECT s.id AS sku_id, s.stock, s.initial_stock,
                                 coalesce(d.total, 0)::int AS deducted, coalesce(r.total, 0)::int AS returned
                            FROM sku s
@@ -21,11 +22,13 @@ export const GOODS_INVARIANTS: Invariant[] = [
       },
       {
         message: "more returned than deducted",
-        query:
-          () => sql`SELECT r.order_id, r.sku_id, sum(r.quantity)::int AS returned, max(d.quantity) AS deducted
+        query: (
+          o,
+        ) => sql`SELECT r.user_id, r.order_id, r.sku_id, sum(r.quantity)::int AS returned, max(d.quantity) AS deducted
                            FROM stock_return_record r
                            LEFT JOIN stock_deduct_record d ON d.user_id = r.user_id AND d.order_id = r.order_id AND d.sku_id = r.sku_id
-                          GROUP BY r.order_id, r.sku_id
+                          WHERE ${o.scope.orders(sql`r.user_id`, sql`r.order_id`)}
+                          GROUP BY r.user_id, r.order_id, r.sku_id
                          HAVING count(d.id) = 0 OR sum(r.quantity) > max(d.quantity)`,
       },
     ],
@@ -37,7 +40,7 @@ export const GOODS_INVARIANTS: Invariant[] = [
     checks: [
       {
         message: "a shipped order's stock is not what it shipped less what came back",
-        query: (o) => sql`SELECT o.id AS order_id, o.status, s.sku_id, s.quantity AS shipped,
+        query: (o) => sql`SELECT o.user_id, o.id AS order_id, o.status, s.sku_id, s.quantity AS shipped,
                                  coalesce(rr.received, 0)::int AS received, coalesce(h.held, 0)::int AS held
                             FROM shipment_line s
                             JOIN orders o ON o.user_id = s.user_id AND o.id = s.order_id
@@ -46,26 +49,29 @@ export const GOODS_INVARIANTS: Invariant[] = [
                               ON rr.user_id = s.user_id AND rr.order_id = s.order_id AND rr.sku_id = s.sku_id
                             LEFT JOIN (${HELD_STOCK}) h ON h.user_id = s.user_id AND h.order_id = s.order_id AND h.sku_id = s.sku_id
                            WHERE coalesce(h.held, 0) <> s.quantity - coalesce(rr.received, 0)
+                             AND ${o.scope.orders(sql`s.user_id`, sql`s.order_id`)}
                              AND o.updated_at < now() - ${o.lagSeconds} * interval '1 second'
                              AND ${SETTLED(o)}`,
       },
       {
         message: "stock given back for a return beyond what was received",
-        query: () => sql`SELECT sr.order_id, sr.refund_id, sr.sku_id, sr.quantity AS returned,
+        query: (o) => sql`SELECT sr.user_id, sr.order_id, sr.refund_id, sr.sku_id, sr.quantity AS returned,
                                 coalesce(rr.quantity, 0) AS received
                            FROM stock_return_record sr
                            JOIN refund_order r ON r.user_id = sr.user_id AND r.id = sr.refund_id
                            JOIN shipment s ON s.user_id = sr.user_id AND s.order_id = sr.order_id
                            LEFT JOIN return_receipt rr ON rr.user_id = sr.user_id AND rr.refund_id = sr.refund_id AND rr.sku_id = sr.sku_id
-                          WHERE r.created_at > s.created_at AND sr.quantity > coalesce(rr.quantity, 0)`,
+                          WHERE r.created_at > s.created_at AND sr.quantity > coalesce(rr.quantity, 0)
+                            AND ${o.scope.orders(sql`sr.user_id`, sql`sr.order_id`)}`,
       },
       {
         // Per (order, SKU): refunds that pay for lines without a receipt pay for units that never shipped; there
         // are only ordered − shipped of those. Whenever the refund was recorded (before the shipment, rejected,
         // and retried after it, say).
         message: "refunds pay for more units than never shipped (goods with the shopper, not received back)",
-        query:
-          () => sql`SELECT i.order_id, i.sku_id, i.quantity AS ordered, coalesce(sl.quantity, 0) AS shipped,
+        query: (
+          o,
+        ) => sql`SELECT i.user_id, i.order_id, i.sku_id, i.quantity AS ordered, coalesce(sl.quantity, 0) AS shipped,
                                 c.paying
                            FROM shipment s
                            JOIN order_item i ON i.user_id = s.user_id AND i.order_id = s.order_id
@@ -76,7 +82,8 @@ export const GOODS_INVARIANTS: Invariant[] = [
                               WHERE l.user_id = i.user_id AND l.order_id = i.order_id AND l.sku_id = i.sku_id
                                 AND r.status IN ('REFUND_CREATED', 'REFUND_PROCESSING', 'REFUND_SUCCESS')
                                 AND NOT EXISTS (SELECT 1 FROM return_receipt rr WHERE rr.user_id = r.user_id AND rr.refund_id = r.id)) c
-                          WHERE c.paying > i.quantity - coalesce(sl.quantity, 0)`,
+                          WHERE c.paying > i.quantity - coalesce(sl.quantity, 0)
+                            AND ${o.scope.orders(sql`s.user_id`, sql`s.order_id`)}`,
       },
     ],
   },

@@ -1,4 +1,5 @@
 import { type SQL, sql } from "drizzle-orm";
+import type { Scope } from "./scope";
 
 /**
  * An invariant of the whole system, as reconciliation checks it, and the SQL fragments several share. The
@@ -15,21 +16,38 @@ export interface ReconcileOptions {
   paymentTimeoutS?: number;
 }
 
+/** What a check's query is given: the thresholds, and which orders it checks. */
+export type CheckOptions = Required<ReconcileOptions> & { scope: Scope };
+
+export interface Check {
+  message: string;
+  /**
+   * Returns the rows that break the rule (none when it holds). A row about an order names it (`user_id`,
+   * `order_id`), so that the next incremental run checks that order again.
+   */
+  query: (o: CheckOptions) => SQL;
+  /**
+   * The check reads the whole database in every run, incremental or not: it is not about one order (stock per
+   * SKU, a stuck record), or it finds what no write touched (an order left unpaid, an event not relayed), and
+   * an index keeps it cheap with a million orders.
+   */
+  whole?: true;
+}
+
 export interface Invariant {
   name: string;
   description: string;
-  /** Each query returns the rows that break the rule (none when it holds). */
-  checks: { message: string; query: (o: Required<ReconcileOptions>) => SQL }[];
+  checks: Check[];
 }
 
 /** Orders that took money: their OrderPaid was applied. */
 export const PAID_STATUSES = sql`('PAID', 'SHIPPED', 'STOCK_SHORT', 'REFUNDED')`;
 
-/** Orders whose named consumer finished with the given event type. */
-export const consumed = (eventType: string, consumer: string) => sql`
+/** Orders (in scope) whose named consumer finished with the given event type. */
+export const consumed = (eventType: string, consumer: string, scope: Scope) => sql`
   SELECT e.user_id, e.aggregate_id::uuid AS order_id, c.result FROM outbox_event e
     JOIN message_consume_record c ON c.user_id = e.user_id AND c.event_id = e.id AND c.consumer_name = ${consumer} AND c.status = 'DONE'
-   WHERE e.event_type = ${eventType}`;
+   WHERE e.event_type = ${eventType} AND ${scope.events(sql`e.user_id`, sql`e.aggregate_id`)}`;
 
 /** Per (order, SKU) the order took stock of: deducted less returned. */
 export const HELD_STOCK = sql`

@@ -4,6 +4,7 @@ import { onlyFrom, PAYMENT_MACHINE } from "~/server/db/machines";
 import { refundableOf } from "~/server/ledger/ledger";
 import { lockPayment, recordSystemRefund } from "~/server/refunds/transitions";
 import { HELD_STOCK, LEDGER_OF_PAYMENT } from "./invariant";
+import { EVERY_ORDER, type OrderKey, theseOrders } from "./scope";
 
 /**
  * What reconciliation repairs by itself, because only one repair is right and it can be made through the
@@ -54,15 +55,27 @@ const REPAIR_LATE = PAYMENT_MACHINE.transitions.repairLate;
  */
 export async function repairWhatIsSafe(
   db: Db,
-  { lagSeconds = 60, limit = 100 }: { lagSeconds?: number; limit?: number } = {},
+  {
+    lagSeconds = 60,
+    limit = 100,
+    orders,
+  }: {
+    lagSeconds?: number;
+    limit?: number;
+    /** Among these orders only (an incremental run's); every order when absent. */
+    orders?: readonly OrderKey[];
+  } = {},
 ): Promise<Repair[]> {
   const repaired: Repair[] = [];
+  if (orders?.length === 0) return repaired;
+  const scope = orders ? theseOrders(orders) : EVERY_ORDER;
   const payments = await db.execute<{ user_id: string; payment_id: string; order_id: string }>(sql`
     SELECT p.user_id, p.id AS payment_id, p.order_id
       FROM payment_order p
       JOIN orders o ON o.user_id = p.user_id AND o.id = p.order_id
       CROSS JOIN LATERAL (${LEDGER_OF_PAYMENT}) l
      WHERE p.status = 'SUCCESS' AND o.status IN ${KEEPS_NOTHING} AND l.revenue > 0
+       AND ${scope.orders(sql`o.user_id`, sql`o.id`)}
        AND o.updated_at < now() - ${lagSeconds} * interval '1 second'
        AND p.updated_at < now() - ${lagSeconds} * interval '1 second'
        AND NOT EXISTS (SELECT 1 FROM refund_order r WHERE r.user_id = p.user_id AND r.payment_id = p.id
@@ -77,7 +90,7 @@ export async function repairWhatIsSafe(
   const units = await db.execute<{ user_id: string; order_id: string; sku_id: string }>(sql`
     SELECT h.user_id, h.order_id, h.sku_id FROM (${HELD_STOCK}) h
       JOIN orders o ON o.user_id = h.user_id AND o.id = h.order_id
-     WHERE ${LEFT_BEHIND_FOR_NOTHING}
+     WHERE ${LEFT_BEHIND_FOR_NOTHING} AND ${scope.orders(sql`o.user_id`, sql`o.id`)}
        AND o.updated_at < now() - ${lagSeconds} * interval '1 second'
      LIMIT ${limit}`);
   for (const found of units) {

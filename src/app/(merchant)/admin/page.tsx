@@ -11,6 +11,27 @@ export const dynamic = "force-dynamic";
 
 const time = (d: Date | null | undefined) => (d ? d.toISOString().slice(11, 19) : "—");
 const short = (id: string) => id.slice(0, 8);
+/** One line on the last kept report: what it found, what it looked at, when, and how long it took. */
+function reconciliationStatus(r: Awaited<ReturnType<typeof operationsOverview>>["reconciliation"]) {
+  if (r === null) return "No reconciliation kept yet";
+  const found = r.ok
+    ? "No violation"
+    : `${r.invariants.filter((i) => i.violations.length).length} invariant(s) broken`;
+  const took = r.tookMs === undefined ? "" : `, in ${r.tookMs} ms`;
+  return `${found} · ${checkedWhat(r)} · checked ${time(r.checkedAt)} (${age(r.checkedAt)} ago${took})`;
+}
+
+/** What the run behind a kept report looked at. */
+const checkedWhat = (r: { kind?: string; ordersChecked?: number }) =>
+  r.ordersChecked !== undefined
+    ? `${r.ordersChecked} order(s) touched since the run before`
+    : r.kind === "requested"
+      ? "every order, as asked"
+      : "every order";
+const age = (d: Date) => {
+  const s = Math.max(0, Math.round((Date.now() - d.getTime()) / 1000));
+  return s < 120 ? `${s} s` : `${Math.round(s / 60)} min`;
+};
 
 /** The merchant's operations page: state, deliveries, dead letters, and whether the books balance. */
 export default async function AdminPage({ searchParams }: { searchParams: Promise<{ message?: string }> }) {
@@ -43,16 +64,16 @@ export default async function AdminPage({ searchParams }: { searchParams: Promis
       <h3>Last 30 minutes (this instance)</h3>
       <Charts series={getAppContext().telemetry.series} />
 
-      <section aria-labelledby="recon-heading" className={r.ok ? "recon ok" : "recon bad"}>
+      <section aria-labelledby="recon-heading" className={r?.ok === false ? "recon bad" : "recon ok"}>
         <h3 id="recon-heading">Reconciliation</h3>
-        <p data-testid="reconciliation-status">
-          {r.ok
-            ? "No violation"
-            : `${r.invariants.filter((i) => i.violations.length).length} invariant(s) broken`}{" "}
-          · checked {time(r.checkedAt)}
-        </p>
+        <p data-testid="reconciliation-status">{reconciliationStatus(r)}</p>
+        <form method="post" action="/api/admin/reconciliation">
+          <button type="submit" disabled={o.reconciliationRequested}>
+            {o.reconciliationRequested ? "Reconciliation queued" : "Reconcile now"}
+          </button>
+        </form>
         <ul>
-          {r.invariants.map((invariant) => (
+          {(r?.invariants ?? []).map((invariant) => (
             <li key={invariant.name} className={invariant.violations.length ? "failed" : ""}>
               {invariant.violations.length ? "✗" : "✓"} {invariant.description}
               {invariant.violations.map((v) => (
@@ -66,7 +87,7 @@ export default async function AdminPage({ searchParams }: { searchParams: Promis
         </ul>
         {o.repairs.length > 0 && (
           <details data-testid="reconciliation-repairs">
-            <summary>Repaired by the last periodic run: {o.repairs.length}</summary>
+            <summary>Repaired by the last run: {o.repairs.length}</summary>
             <ul>
               {o.repairs.map((repair) => (
                 <li key={`${repair.kind}:${repair.refundNo}:${repair.skuId ?? ""}`}>

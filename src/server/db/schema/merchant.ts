@@ -161,6 +161,8 @@ export const paymentOrder = pgTable(
     shopperKey("payment_order_pkey", t),
     toOrder("payment_order_order_fk", t),
     uniqueIndex("payment_order_out_trade_no_uq").on(t.outTradeNo),
+    // An order's payments (an incremental reconciliation reads those of the orders it checks).
+    index("payment_order_order_idx").on(t.userId, t.orderId),
     uniqueIndex("payment_order_transaction_id_uq").on(t.transactionId),
     index("payment_order_pending_idx").on(t.createdAt).where(sql`status = 'PENDING'`),
     index("payment_order_query_schedule_idx")
@@ -261,6 +263,8 @@ export const outboxEvent = pgTable(
     shopperKey("outbox_event_pkey", t),
     uniqueIndex("outbox_event_dedupe_key_uq").on(t.userId, t.dedupeKey),
     index("outbox_event_unpublished_idx").on(t.createdAt).where(sql`published_at IS NULL`),
+    // An order's events (an incremental reconciliation reads those of the orders it checks).
+    index("outbox_event_aggregate_idx").on(t.userId, t.aggregateId),
   ],
 );
 

@@ -2,6 +2,7 @@ import { sql } from "drizzle-orm";
 import {
   bigint,
   boolean,
+  check,
   index,
   integer,
   json,
@@ -11,6 +12,7 @@ import {
   text,
   timestamp,
   uniqueIndex,
+  uuid,
 } from "drizzle-orm/pg-core";
 import { createdAt, identity, identityPart, inList } from "./columns";
 
@@ -125,21 +127,28 @@ export const duplicateAttempt = pgTable(
 );
 
 // ---------------------------------------------------------------------------
-// The full reconciliation, kept: the event worker runs it every few minutes, once per fleet (the first worker
-// to claim the period's slot), and every instance's alert log and /api/metrics read the last one, instead of
-// each reading every order.
+// Reconciliation, kept: the event worker runs it once per period and fleet (the first worker to claim the
+// period's slot), and every instance's alert log, /admin and /api/metrics read the last one kept, instead of
+// each reading every order (src/server/reconciliation/reconcile.ts).
+
+/** incremental: the orders touched since the last run; full: every order; requested: a full run a person asked for. */
+export const RECONCILIATION_KINDS = ["incremental", "full", "requested"] as const;
+export type ReconciliationKind = (typeof RECONCILIATION_KINDS)[number];
 
 export const reconciliationReport = pgTable(
   "reconciliation_report",
   {
     id: identity(),
-    /** The period this run is for (epoch seconds / period): one run per period, whichever worker claims it. */
+    kind: text({ enum: RECONCILIATION_KINDS }).notNull().default("full"),
+    /** The period this run is for (epoch seconds / period): one run of each kind per period, whichever worker claims it. */
     slot: bigint({ mode: "number" }).notNull(),
     claimedAt: createdAt(),
     /** When it finished; null while it runs (or if its worker died: the next period runs again). */
     checkedAt: timestamp({ withTimezone: true }),
-    /** How long the run took (it reads every order: seconds with a million). */
+    /** How long the run took: a full run reads every order (seconds with a million), an incremental one the touched ones. */
     tookMs: integer(),
+    /** The orders an incremental run checked (null: a full run checks every order). */
+    ordersChecked: integer(),
     ok: boolean(),
     /** Each invariant with the violations found and a sample of their rows, as `reconcile()` returns them. */
     invariants: jsonb(),
@@ -147,7 +156,34 @@ export const reconciliationReport = pgTable(
     repairs: jsonb(),
   },
   (t) => [
-    uniqueIndex("reconciliation_report_slot_uq").on(t.slot),
+    uniqueIndex("reconciliation_report_kind_slot_uq").on(t.kind, t.slot),
     index("reconciliation_report_checked_at_idx").on(t.checkedAt),
+    inList("reconciliation_report_kind_valid", "kind", RECONCILIATION_KINDS),
   ],
+);
+
+/** "Reconcile now" on /admin: at most one full run waits; the next worker to look takes it (deletes the row). */
+export const reconciliationRequest = pgTable(
+  "reconciliation_request",
+  {
+    id: integer().primaryKey().default(1),
+    requestedAt: createdAt(),
+  },
+  (t) => [check("reconciliation_request_one", sql`${t.id} = 1`)],
+);
+
+/**
+ * Every order whose money or goods moved, with when: each table that moves them appends here in a trigger, in
+ * the same statement (so a write by hand counts too), and an incremental reconciliation checks the orders
+ * touched since the last run. Append-only and in time order, hence a BRIN index; the full run prunes rows older
+ * than a day.
+ */
+export const orderTouch = pgTable(
+  "order_touch",
+  {
+    at: timestamp({ withTimezone: true }).notNull().default(sql`clock_timestamp()`),
+    userId: text().notNull(),
+    orderId: uuid().notNull(),
+  },
+  (t) => [index("order_touch_at_brin").using("brin", t.at)],
 );
