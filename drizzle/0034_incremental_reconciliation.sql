@@ -13,6 +13,7 @@ CREATE TABLE "reconciliation_request" (
 DROP INDEX "reconciliation_report_slot_uq";--> statement-breakpoint
 ALTER TABLE "reconciliation_report" ADD COLUMN "kind" text DEFAULT 'full' NOT NULL;--> statement-breakpoint
 ALTER TABLE "reconciliation_report" ADD COLUMN "orders_checked" integer;--> statement-breakpoint
+ALTER TABLE "reconciliation_report" ADD COLUMN "open_orders" jsonb;--> statement-breakpoint
 CREATE INDEX "order_touch_at_brin" ON "order_touch" USING brin ("at");--> statement-breakpoint
 CREATE INDEX "outbox_event_aggregate_idx" ON "outbox_event" USING btree ("user_id","aggregate_id");--> statement-breakpoint
 CREATE INDEX "payment_order_order_idx" ON "payment_order" USING btree ("user_id","order_id");--> statement-breakpoint

@@ -151,6 +151,46 @@ const options = { lagSeconds: 0, sampleSize: 1000 };
 const periods = { everyMin: 1_000_000, fullEveryMin: 1_000_000 };
 
 describe("incremental reconciliation", () => {
+  test("a violation in more orders than the report's sample is checked again in every one of them", async ({
+    app,
+    mockPay,
+    database,
+  }) => {
+    const sql = database.sql;
+    const orders: Order[] = [];
+    for (let i = 0; i < 5; i++) {
+      const paid = await payThroughProvider(app, mockPay, [{ skuId: "SKU-MUG", quantity: 1 }]);
+      await consumeOrderEvents(app.db, paid.orderId);
+      orders.push(paid);
+    }
+    const points = (change: number) => sql`
+      UPDATE benefit_grant SET amount = amount + ${change}
+       WHERE order_id IN ${sql(orders.map((o) => o.orderId))} AND benefit_type = 'LOYALTY_POINTS'`;
+    await points(1);
+    // All of it long ago, and no run kept yet.
+    await sql`UPDATE order_touch SET at = at - interval '1 hour'`;
+    await sql`UPDATE provider_trade SET updated_at = updated_at - interval '1 hour'`;
+    await sql`DELETE FROM reconciliation_report`;
+    const sampled = { ...options, sampleSize: 2 };
+    const full = await reconcileWhenDue(app.db, periods, sampled);
+    expect(full?.kind).toBe("full");
+    const planted = orders.map((o) => o.orderId);
+    const open = (report: ReconciliationReport | null) => new Set(report?.openOrders?.map((o) => o.orderId));
+    for (const id of planted) expect(open(full).has(id)).toBe(true);
+    // Two incremental runs later, nothing touched: all five are still checked, and still named.
+    for (let run = 0; run < 2; run++) {
+      await sql`UPDATE reconciliation_report SET slot = slot - 1 WHERE kind = 'incremental'`;
+      const incremental = await reconcileWhenDue(app.db, periods, sampled);
+      expect(incremental?.kind).toBe("incremental");
+      for (const id of planted) expect(open(incremental).has(id)).toBe(true);
+      const given = incremental?.invariants.find((i) => i.name === "partial-refunds-give-back");
+      expect(given?.violations[0]?.rows).toHaveLength(2);
+    }
+    await points(-1);
+    await sql`DELETE FROM reconciliation_report`;
+    await sql`UPDATE order_touch SET at = at - interval '1 hour'`;
+  });
+
   test("finds every break a full run finds, planted in old untouched orders and in recently touched ones, and keeps reporting it until it is gone", async ({
     app,
     mockPay,
@@ -189,7 +229,7 @@ describe("incremental reconciliation", () => {
     const recent = await inTurn(perOrder.length);
     const kept = await lastReconciliation(app.db);
     const since = new Date((kept?.claimedAt.getTime() ?? 0) - 60_000);
-    const before = new Set((await ordersToCheck(app.db, since, kept)).map((o) => o.orderId));
+    const before = new Set((await ordersToCheck(app.db, since)).map((o) => o.orderId));
     expect(before).toEqual(new Set(recent.map((o) => o.orderId)));
 
     await relayed();

@@ -71,6 +71,24 @@ export class AppCluster {
     if (!this.stopping) await this.startApp(slot);
   }
 
+  /**
+   * One step of a rolling restart: SIGTERM (the instance turns unready, serves through its grace, closes its
+   * listener and finishes what it has), then a new process on the same port, ready. Returns how the old one
+   * exited, how long it took to stop, and the whole step, in ms.
+   */
+  async restartApp(index: number): Promise<{ exitCode: number | null; stoppedMs: number; tookMs: number }> {
+    const slot = this.apps[index];
+    if (!slot?.process) throw new Error(`no app instance ${index}`);
+    const started = Date.now();
+    this.options.log(`restarting app ${slot.name} (SIGTERM, then a new process)`);
+    const old = slot.process;
+    await old.stop(60_000);
+    const stoppedMs = Date.now() - started;
+    slot.process = undefined;
+    await this.startApp(slot);
+    return { exitCode: old.child.exitCode, stoppedMs, tookMs: Date.now() - started };
+  }
+
   /** Terminates every other session on the database: pools, the worker's queue connections, all. */
   async dropDatabaseConnections(): Promise<number> {
     const rows = await this.admin<{ terminated: boolean }[]>`

@@ -38,6 +38,8 @@ export interface ReconciliationReport {
   kind?: ReconciliationKind;
   /** The orders an incremental run checked (absent: every order). */
   ordersChecked?: number;
+  /** Every order the violations name (the rows are a sample), up to 10,000 per check. */
+  openOrders?: OrderKey[];
   /** How long the kept run took. */
   tookMs?: number;
 }
@@ -69,6 +71,7 @@ export async function reconcile(
     (check) => check.whole || !orders || orders.length > 0,
   );
   const found = new Map<Check, Record<string, unknown>[]>();
+  const open = new Map<string, OrderKey>();
   const runChecks = async (run: Db | Tx, scope: Scope, workers: number) => {
     const o = { ...thresholds, scope };
     let next = 0;
@@ -78,6 +81,14 @@ export async function reconcile(
           sql`SELECT * FROM (${check.query(o)}) AS violation LIMIT ${o.sampleSize}`,
         );
         found.set(check, [...rows]);
+        for (const key of keysOf(rows)) open.set(`${key.userId}\n${key.orderId}`, key);
+        // More than the sample: every order it names, for the next incremental runs to check again.
+        if (!check.whole && rows.length >= o.sampleSize) {
+          const all = await run.execute<Record<string, unknown>>(
+            sql`SELECT DISTINCT user_id, order_id FROM (${check.query(o)}) AS violation LIMIT ${OPEN_ORDERS_MAX}`,
+          );
+          for (const key of keysOf([...all])) open.set(`${key.userId}\n${key.orderId}`, key);
+        }
       }
     };
     await Promise.all(Array.from({ length: Math.max(1, workers) }, worker));
@@ -96,38 +107,39 @@ export async function reconcile(
     checkedAt: new Date(),
     ok: invariants.every((i) => i.violations.length === 0),
     invariants,
+    openOrders: [...open.values()],
     ...(orders ? { ordersChecked: orders.length } : {}),
   };
 }
+
+/** At most this many orders a check names are kept for the next runs (beyond: the next full run finds them). */
+const OPEN_ORDERS_MAX = 10_000;
+
+/** The orders rows name (`user_id` and `order_id`). */
+const keysOf = (rows: Record<string, unknown>[]): OrderKey[] =>
+  rows.flatMap((row) =>
+    typeof row.user_id === "string" && typeof row.order_id === "string"
+      ? [{ userId: row.user_id, orderId: row.order_id }]
+      : [],
+  );
 
 export function violationCount(report: ReconciliationReport): number {
   return report.invariants.reduce((sum, i) => sum + i.violations.length, 0);
 }
 
-/** The orders a report's rows name (`user_id` and `order_id`), which the next incremental run checks again. */
-function ordersNamed(report: ReconciliationReport | null): OrderKey[] {
-  return (report?.invariants ?? []).flatMap((i) =>
-    i.violations.flatMap((v) =>
-      v.rows.flatMap((row) =>
-        typeof row.user_id === "string" && typeof row.order_id === "string"
-          ? [{ userId: row.user_id, orderId: row.order_id }]
-          : [],
-      ),
-    ),
-  );
-}
-
 /**
- * What an incremental run checks: the orders touched at or after `since`, and those the last report named (so
- * that a violation stays in the report until it is gone, not only until its order stops moving).
+ * What an incremental run checks: the orders touched at or after `since`, and every order named by the reports
+ * kept since then (so that a violation stays in the report until it is gone, not only until its order stops
+ * moving; and one found by a run that overlapped another is not lost to the other's report).
  */
-export async function ordersToCheck(
-  db: Db,
-  since: Date,
-  previous: ReconciliationReport | null,
-): Promise<OrderKey[]> {
+export async function ordersToCheck(db: Db, since: Date): Promise<OrderKey[]> {
+  const reports = await db.$client<{ open_orders: OrderKey[] | null }[]>`
+    SELECT open_orders FROM reconciliation_report WHERE checked_at >= ${since.toISOString()}::timestamptz`;
   const orders = new Map<string, OrderKey>();
-  for (const key of [...(await ordersTouchedSince(db, since)), ...ordersNamed(previous)])
+  for (const key of [
+    ...(await ordersTouchedSince(db, since)),
+    ...reports.flatMap((r) => r.open_orders ?? []),
+  ])
     orders.set(`${key.userId}\n${key.orderId}`, key);
   return [...orders.values()];
 }
@@ -211,6 +223,10 @@ export async function reconcileWhenDue(
   }
   const full = await claim("full", Math.floor(epochS / (periods.fullEveryMin * 60)));
   if (full) return keep(db, full, "full", null, options);
+  // One run at a time: an incremental run beside a full one would keep a report without what the full one finds.
+  const [running] = await sql`
+    SELECT 1 FROM reconciliation_report WHERE checked_at IS NULL AND claimed_at > now() - interval '15 minutes'`;
+  if (running) return null;
   const incremental = await claim("incremental", Math.floor(epochS / (periods.everyMin * 60)));
   if (!incremental) return null;
   const previous = await lastReconciliation(db);
@@ -237,7 +253,7 @@ async function keep(
     let report: ReconciliationReport;
     if (previous) {
       const since = new Date(previous.claimedAt.getTime() - (lagSeconds + OVERLAP_S) * 1000);
-      const orders = await ordersToCheck(db, since, previous);
+      const orders = await ordersToCheck(db, since);
       const repairs = await repairWhatIsSafe(db, { lagSeconds, orders });
       report = { ...(await reconcileTouched(db, orders, previous, options)), repairs };
     } else {
@@ -249,6 +265,7 @@ async function keep(
       UPDATE reconciliation_report
          SET checked_at = ${report.checkedAt.toISOString()}::timestamptz, took_ms = ${tookMs},
              orders_checked = ${report.ordersChecked ?? null}, ok = ${report.ok},
+             open_orders = ${JSON.stringify(report.openOrders ?? [])}::jsonb,
              invariants = ${JSON.stringify(report.invariants, bigintAsText)}::jsonb,
              repairs = ${JSON.stringify(report.repairs ?? [])}::jsonb
        WHERE id = ${id}`;

@@ -149,6 +149,11 @@ export const reconciliationReport = pgTable(
     tookMs: integer(),
     /** The orders an incremental run checked (null: a full run checks every order). */
     ordersChecked: integer(),
+    /**
+     * Every order the violations name (`{ userId, orderId }`, beyond the rows sampled in `invariants`): the next
+     * incremental runs check them again, so that a violation stays in the report until it is gone.
+     */
+    openOrders: jsonb(),
     ok: boolean(),
     /** Each invariant with the violations found and a sample of their rows, as `reconcile()` returns them. */
     invariants: jsonb(),
