@@ -53,8 +53,8 @@ const CHECKS = new Map(
 /**
  * Checks every invariant and lists what breaks each, with the rows involved: over the whole database, or, given
  * `orders`, over those orders only (checks marked `whole` still read everything: ./invariant.ts). One check at
- * a time, unless `parallel` says how many may run at once (the permutation harness, on a small database, checks
- * after every schedule).
+ * a time, unless `parallel` says how many may run at once (an incremental run takes two; the permutation harness,
+ * on a small database, checks after every schedule).
  */
 export async function reconcile(
   db: Db,
@@ -72,29 +72,30 @@ export async function reconcile(
   );
   const found = new Map<Check, Record<string, unknown>[]>();
   const open = new Map<string, OrderKey>();
-  const runChecks = async (run: Db | Tx, scope: Scope, workers: number) => {
+  let next = 0;
+  /** Takes the next check until none is left (several of these share the list). */
+  const worker = async (run: Db | Tx, scope: Scope) => {
     const o = { ...thresholds, scope };
-    let next = 0;
-    const worker = async () => {
-      for (let check = checks[next++]; check; check = checks[next++]) {
-        const rows = await run.execute<Record<string, unknown>>(
-          sql`SELECT * FROM (${check.query(o)}) AS violation LIMIT ${o.sampleSize}`,
+    for (let check = checks[next++]; check; check = checks[next++]) {
+      const rows = await run.execute<Record<string, unknown>>(
+        sql`SELECT * FROM (${check.query(o)}) AS violation LIMIT ${o.sampleSize}`,
+      );
+      found.set(check, [...rows]);
+      for (const key of keysOf(rows)) open.set(`${key.userId}\n${key.orderId}`, key);
+      // More than the sample: every order it names, for the next incremental runs to check again.
+      if (!check.whole && rows.length >= o.sampleSize) {
+        const all = await run.execute<Record<string, unknown>>(
+          sql`SELECT DISTINCT user_id, order_id FROM (${check.query(o)}) AS violation LIMIT ${OPEN_ORDERS_MAX}`,
         );
-        found.set(check, [...rows]);
-        for (const key of keysOf(rows)) open.set(`${key.userId}\n${key.orderId}`, key);
-        // More than the sample: every order it names, for the next incremental runs to check again.
-        if (!check.whole && rows.length >= o.sampleSize) {
-          const all = await run.execute<Record<string, unknown>>(
-            sql`SELECT DISTINCT user_id, order_id FROM (${check.query(o)}) AS violation LIMIT ${OPEN_ORDERS_MAX}`,
-          );
-          for (const key of keysOf([...all])) open.set(`${key.userId}\n${key.orderId}`, key);
-        }
+        for (const key of keysOf([...all])) open.set(`${key.userId}\n${key.orderId}`, key);
       }
-    };
-    await Promise.all(Array.from({ length: Math.max(1, workers) }, worker));
+    }
   };
-  if (orders) await withScopeTable(db, orders, (tx) => runChecks(tx, SCOPE_TABLE, 1));
-  else await runChecks(db, EVERY_ORDER, parallel);
+  const workers = Array.from({ length: Math.max(1, parallel) });
+  // Given orders, each worker holds them in a transaction of its own.
+  if (orders)
+    await Promise.all(workers.map(() => withScopeTable(db, orders, (tx) => worker(tx, SCOPE_TABLE))));
+  else await Promise.all(workers.map(() => worker(db, EVERY_ORDER)));
   const invariants: InvariantResult[] = INVARIANTS.map((invariant) => ({
     name: invariant.name,
     description: invariant.description,
@@ -155,7 +156,7 @@ export async function reconcileTouched(
   previous: ReconciliationReport | null,
   options: ReconcileOptions = {},
 ): Promise<ReconciliationReport> {
-  const report = await reconcile(db, options, { orders });
+  const report = await reconcile(db, options, { orders, parallel: 2 });
   for (const invariant of previous?.invariants ?? []) {
     const now = report.invariants.find((i) => i.name === invariant.name);
     for (const violation of invariant.violations) {

@@ -4,7 +4,7 @@ import { onlyFrom, PAYMENT_MACHINE } from "~/server/db/machines";
 import { refundableOf } from "~/server/ledger/ledger";
 import { lockPayment, recordSystemRefund } from "~/server/refunds/transitions";
 import { HELD_STOCK, LEDGER_OF_PAYMENT } from "./invariant";
-import { EVERY_ORDER, type OrderKey, theseOrders } from "./scope";
+import { EVERY_ORDER, type OrderKey, SCOPE_TABLE, type Scope, withScopeTable } from "./scope";
 
 /**
  * What reconciliation repairs by itself, because only one repair is right and it can be made through the
@@ -68,31 +68,36 @@ export async function repairWhatIsSafe(
 ): Promise<Repair[]> {
   const repaired: Repair[] = [];
   if (orders?.length === 0) return repaired;
-  const scope = orders ? theseOrders(orders) : EVERY_ORDER;
-  const payments = await db.execute<{ user_id: string; payment_id: string; order_id: string }>(sql`
-    SELECT p.user_id, p.id AS payment_id, p.order_id
-      FROM payment_order p
-      JOIN orders o ON o.user_id = p.user_id AND o.id = p.order_id
-      CROSS JOIN LATERAL (${LEDGER_OF_PAYMENT}) l
-     WHERE p.status = 'SUCCESS' AND o.status IN ${KEEPS_NOTHING} AND l.revenue > 0
-       AND ${scope.orders(sql`o.user_id`, sql`o.id`)}
-       AND o.updated_at < now() - ${lagSeconds} * interval '1 second'
-       AND p.updated_at < now() - ${lagSeconds} * interval '1 second'
-       AND NOT EXISTS (SELECT 1 FROM refund_order r WHERE r.user_id = p.user_id AND r.payment_id = p.id
-                         AND r.status IN ${ACTED_ON})
-     LIMIT ${limit}`);
+  // What to repair, found first: among the orders given (held in a transaction of their own), or every order.
+  const find = async (run: Db | Tx, scope: Scope) => ({
+    payments: await run.execute<{ user_id: string; payment_id: string; order_id: string }>(sql`
+      SELECT p.user_id, p.id AS payment_id, p.order_id
+        FROM payment_order p
+        JOIN orders o ON o.user_id = p.user_id AND o.id = p.order_id
+        CROSS JOIN LATERAL (${LEDGER_OF_PAYMENT}) l
+       WHERE p.status = 'SUCCESS' AND o.status IN ${KEEPS_NOTHING} AND l.revenue > 0
+         AND ${scope.orders(sql`o.user_id`, sql`o.id`)}
+         AND o.updated_at < now() - ${lagSeconds} * interval '1 second'
+         AND p.updated_at < now() - ${lagSeconds} * interval '1 second'
+         AND NOT EXISTS (SELECT 1 FROM refund_order r WHERE r.user_id = p.user_id AND r.payment_id = p.id
+                           AND r.status IN ${ACTED_ON})
+       LIMIT ${limit}`),
+    units: await run.execute<{ user_id: string; order_id: string; sku_id: string }>(sql`
+      SELECT h.user_id, h.order_id, h.sku_id FROM (${HELD_STOCK}) h
+        JOIN orders o ON o.user_id = h.user_id AND o.id = h.order_id
+       WHERE ${LEFT_BEHIND_FOR_NOTHING} AND ${scope.orders(sql`o.user_id`, sql`o.id`)}
+         AND o.updated_at < now() - ${lagSeconds} * interval '1 second'
+       LIMIT ${limit}`),
+  });
+  const { payments, units } = orders
+    ? await withScopeTable(db, orders, (tx) => find(tx, SCOPE_TABLE))
+    : await find(db, EVERY_ORDER);
   for (const found of payments) {
     const repair = await db.transaction((tx) =>
       refundWhatItHolds(tx, { userId: found.user_id, id: found.payment_id, orderId: found.order_id }),
     );
     if (repair) repaired.push(repair);
   }
-  const units = await db.execute<{ user_id: string; order_id: string; sku_id: string }>(sql`
-    SELECT h.user_id, h.order_id, h.sku_id FROM (${HELD_STOCK}) h
-      JOIN orders o ON o.user_id = h.user_id AND o.id = h.order_id
-     WHERE ${LEFT_BEHIND_FOR_NOTHING} AND ${scope.orders(sql`o.user_id`, sql`o.id`)}
-       AND o.updated_at < now() - ${lagSeconds} * interval '1 second'
-     LIMIT ${limit}`);
   for (const found of units) {
     const repair = await db.transaction((tx) =>
       returnUnitsLeftBehind(tx, { userId: found.user_id, orderId: found.order_id, skuId: found.sku_id }),

@@ -21,20 +21,9 @@ export interface OrderKey {
 
 export const EVERY_ORDER: Scope = { orders: () => sql`TRUE`, events: () => sql`TRUE` };
 
-/** Only the orders listed: one JSON parameter per query, whatever their number (for a query or two). */
-export function theseOrders(keys: readonly OrderKey[]): Scope {
-  const list = JSON.stringify(keys.map((k) => ({ u: k.userId, o: k.orderId })));
-  return {
-    orders: (userId, orderId) =>
-      sql`(${userId}, ${orderId}) IN (SELECT u, o FROM json_to_recordset(${list}::json) AS t(u text, o uuid))`,
-    events: (userId, aggregateId) =>
-      sql`(${userId}, ${aggregateId}) IN (SELECT u, o FROM json_to_recordset(${list}::json) AS t(u text, o text))`,
-  };
-}
-
 /**
- * Only the orders in the table `reconcile_scope` of this transaction (`withScopeTable`): for many queries over the
- * same orders, which the planner then knows the number of.
+ * Only the orders in the table `reconcile_scope` of this transaction (`withScopeTable`), which the planner then
+ * knows the number of: each query reads every table by its (user_id, order_id) index, for those orders only.
  */
 export const SCOPE_TABLE: Scope = {
   orders: (userId, orderId) =>
@@ -57,6 +46,7 @@ export function withScopeTable<T>(
       await tx.execute(sql`
         INSERT INTO reconcile_scope SELECT DISTINCT u, o FROM json_to_recordset(${list}::json) AS t(u text, o uuid)`);
       await tx.execute(sql`ANALYZE reconcile_scope`);
+      await tx.execute(sql`SET LOCAL jit = off`);
       return work(tx);
     },
     { isolationLevel: "repeatable read" },
