@@ -137,7 +137,7 @@ export const providerRefund = pgTable(
 
 /**
  * How MockPay signs what it sends to one merchant endpoint (an app's notify URL): `legacy` (its own
- * `X-Signature`, docs/provider-contract.md) or `standard` (Standard Webhooks: `webhook-id`, `webhook-timestamp`,
+ * `provider-signature` header, docs/provider-contract.md) or `standard` (Standard Webhooks: `webhook-id`, `webhook-timestamp`,
  * `webhook-signature` with the endpoint's keys below, and the spec's retry schedule).
  */
 export const PROVIDER_ENDPOINT_FORMATS = ["legacy", "standard"] as const;
