@@ -70,6 +70,19 @@ describe("what the docs name exists", () => {
     expect(missing).toEqual([]);
   });
 
+  it("the route table of docs/api.md names every route file", () => {
+    const doc = readFileSync("docs/api.md", "utf8");
+    const table = doc.slice(doc.indexOf("Route handlers (every `route.ts`"), doc.indexOf("\nPages:"));
+    const named = [...table.matchAll(/`(?:(?:GET|POST|PUT|PATCH|DELETE) )?(\/[^`\s]*)`/g)].map(
+      (m) => new RegExp(`^${(m[1] ?? "").replace(/\{[^}]+\}/g, "[^/]+").replace(/\*$/, ".*")}$`),
+    );
+    const unnamed = findRouteFiles("src/app")
+      .map(({ route }) => route.replace(/\[[^\]]+\]/g, "x"))
+      .filter((route) => !named.some((pattern) => pattern.test(route)));
+    expect(named.length).toBeGreaterThan(5);
+    expect(unnamed).toEqual([]);
+  });
+
   it("the layer table lists the seven layers", () => {
     const doc = readFileSync("docs/architecture.md", "utf8");
     const table = doc.slice(
