@@ -1,4 +1,5 @@
 import type { Db } from "~/server/db/client";
+import { isTransientError } from "~/shared/postgres-driver";
 import { type Answer, ChaosClient, firstValue, sleep } from "./client";
 import { CHAOS_ADMIN_TOKEN, type Cluster } from "./cluster";
 import type { History } from "./history";
@@ -440,8 +441,10 @@ async function cancelAsCrossedSuccessArrives(
   await providerAdmin(client, tradePath, "CLOSED_AFTER_SUCCESS");
   let closedHere = false;
   for (let attempt = 0; attempt < 40 && !closedHere; attempt++) {
-    const [row] = await db.$client<{ status: string }[]>`
-      SELECT status FROM payment_order WHERE out_trade_no = ${payment.outTradeNo}`;
+    const [row] = await throughFailover(
+      () => db.$client<{ status: string }[]>`
+        SELECT status FROM payment_order WHERE out_trade_no = ${payment.outTradeNo}`,
+    );
     closedHere = row?.status === "CLOSED";
     if (!closedHere) await sleep(250);
   }
@@ -469,9 +472,11 @@ async function cancelAsCrossedSuccessArrives(
  * request again. It must be answered with the order it placed, whatever changed since (its last units sold).
  */
 async function resendAfterExpiry(client: ChaosClient, db: Db, record: ShopperRecord, faults: Faults) {
-  await db.$client`
-    UPDATE idempotency_record SET expires_at = now() - interval '1 second'
-     WHERE user_id = ${record.userId} AND biz_type = 'order.create' AND idempotency_key = ${record.requestId}`;
+  await throughFailover(
+    () => db.$client`
+      UPDATE idempotency_record SET expires_at = now() - interval '1 second'
+       WHERE user_id = ${record.userId} AND biz_type = 'order.create' AND idempotency_key = ${record.requestId}`,
+  );
   const answer = await client.mutate<{ orderId: string }>("checkout.createOrder", {
     requestId: record.requestId,
     items: record.items,
@@ -479,6 +484,22 @@ async function resendAfterExpiry(client: ChaosClient, db: Db, record: ShopperRec
   collect([answer], record.orderIds, record.refusals, (v) => v.orderId);
   record.resentAfterExpiry = true;
   faults.count("an order's request sent again after its key expired");
+}
+
+/**
+ * The harness's own query, as a person at a console would run it: on a database that is away (a failover cuts
+ * every session through HAProxy), again, for up to a minute. It only reads, or writes what is the same written
+ * twice.
+ */
+async function throughFailover<T>(query: () => Promise<T>): Promise<T> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await query();
+    } catch (error) {
+      if (!isTransientError(error) || attempt >= 120) throw error;
+      await sleep(500);
+    }
+  }
 }
 
 /** One refund request, as the order page sends it. */
