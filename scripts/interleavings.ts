@@ -80,6 +80,7 @@ async function main(): Promise<number> {
               world.script.paid.clear();
               world.script.rejectNext = 0;
               world.script.away = false;
+              world.script.accepted.clear();
               const fixture = await pair.setup(world);
               const actors: ActorRun[] = pair.actors.map((actor, i) => {
                 const pool = pools[i] as (typeof pools)[number];
@@ -88,6 +89,7 @@ async function main(): Promise<number> {
               return { world: fixture, actors };
             },
             check: async (fixture, run) => {
+              await pair.afterwards?.(world, fixture);
               for (const orderId of pair.orders(fixture, run.answers)) await settleOrder(world, orderId);
               return pair.check ? await pair.check(world, fixture, run.answers) : [];
             },

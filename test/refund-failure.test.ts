@@ -7,12 +7,18 @@ import { handleConsumeJob } from "~/server/fulfilment/worker";
 import { postToProvider } from "~/server/payments/provider-client";
 import { reconcile } from "~/server/reconciliation/reconcile";
 import { retryFailedRefund } from "~/server/refunds/retry-refund";
-import { submitPendingRefunds } from "~/server/refunds/submit";
+import { submitPendingRefunds, submitRefund } from "~/server/refunds/submit";
 import { createCaller } from "~/server/trpc/root";
 import { REFUND_API, refundAnswerSchema, SIGNATURE_HEADER, signBody } from "~/shared/provider-contract";
 import type { TestDatabase } from "./support/database";
 import { describe, expect, test } from "./support/fixtures";
-import { deliverAll, mockPayFault, payThroughProvider } from "./support/scenarios";
+import {
+  consumeOrderEvents,
+  deliverAll,
+  lineRefundToSend,
+  mockPayFault,
+  payThroughProvider,
+} from "./support/scenarios";
 
 /** A provider that rejects every refund (signed, so the merchant believes it). */
 function rejectingProvider(app: AppContext): AppContext {
@@ -302,6 +308,110 @@ async function fullRefundRejectedOnceAtMockPay(app: AppContext, mockPay: MockPay
   });
   return { paid, refundNo };
 }
+
+/**
+ * The provider's answers held until every send that reached it was answered (or none came for 200 ms), then let
+ * through rejections first: the order in which two sends' answers arrive is the network's.
+ */
+function rejectionsAnswerFirst(app: AppContext): { app: AppContext; heard: () => number } {
+  const real = app.payments.fetchFn ?? fetch;
+  let heard = 0;
+  const held: { rejected: boolean; release: () => void }[] = [];
+  let timer: NodeJS.Timeout | undefined;
+  const releaseAll = () => {
+    for (const answer of held.sort((a, b) => Number(b.rejected) - Number(a.rejected))) answer.release();
+    held.length = 0;
+  };
+  const fetchFn: typeof fetch = async (url, init) => {
+    heard++;
+    const response = await real(url, init);
+    const body = await response.text();
+    await new Promise<void>((release) => {
+      held.push({ rejected: body.includes('"REJECTED"'), release });
+      clearTimeout(timer);
+      timer = setTimeout(releaseAll, 200);
+    });
+    return new Response(body, { status: response.status, headers: response.headers });
+  };
+  return { app: { ...app, payments: { ...app.payments, fetchFn } }, heard: () => heard };
+}
+
+describe("one refund sent by many at once (the request's send, the background submitter, a second worker)", () => {
+  test("while MockPay rejects the first send it hears and accepts the next: only one send goes, so a refund recorded as rejected is one MockPay did not make (the shipment that follows carries its unit, and a Retry makes it a return)", async ({
+    app,
+    mockPay,
+    database,
+  }) => {
+    const { paid, refundNo } = await lineRefundToSend(app, mockPay);
+    await mockPayFault(mockPay, paid.outTradeNo, "REJECT_REFUNDS", 1);
+    const providerNo = await providerNoOf(database, refundNo);
+    const network = rejectionsAnswerFirst(app);
+    const statuses = await Promise.all(
+      Array.from({ length: 8 }, () => submitRefund(app.db, providerNo, network.app.payments).catch(String)),
+    );
+
+    // The order ships (a rejected refund holds nothing back), and MockPay tells all it did: nothing was refunded.
+    await consumeOrderEvents(app.db, paid.orderId);
+    await deliverAll(mockPay);
+    await consumeOrderEvents(app.db, paid.orderId);
+    const [after] = await database.sql<{ status: string; shipped: number; provider: string | null }[]>`
+      SELECT r.status, (SELECT sum(quantity)::int FROM shipment_line WHERE order_id = r.order_id) AS shipped,
+             (SELECT status FROM provider_refund WHERE refund_no = r.provider_refund_no) AS provider
+        FROM refund_order r WHERE r.refund_no = ${refundNo}`;
+    expect(after).toEqual({ status: "REFUND_FAILED", shipped: 2, provider: null });
+    expect(
+      violationsOf(await reconcile(app.db, { lagSeconds: 0 }), paid.orderId).filter(
+        (found) => !found.startsWith("no-failed-refund-unnoticed"),
+      ),
+    ).toEqual([]);
+    // One send reached MockPay; the others found the refund claimed and left it to that one.
+    expect(network.heard()).toBe(1);
+    expect(statuses).toContain("REFUND_FAILED");
+    expect(statuses.every((status) => status === "REFUND_FAILED" || status === "REFUND_CREATED")).toBe(true);
+    // Its goods with the shopper, the operator's Retry makes it a return.
+    expect(await retryFailedRefund(app.db, providerNo, app.payments)).toBe("REFUND_AWAITING_GOODS");
+  });
+
+  test("a send the provider did not answer in time holds the refund until its claim lapses; one that never connected frees it at once; a Retry frees it", async ({
+    app,
+    mockPay,
+    database,
+  }) => {
+    const { paid, refundNo } = await lineRefundToSend(app, mockPay);
+    const claimOf = async () => {
+      const [row] = await database.sql<{ status: string; claimed: boolean }[]>`
+        SELECT status, send_until > now() AS claimed FROM refund_order WHERE refund_no = ${refundNo}`;
+      return row;
+    };
+    // Its first send found nothing listening (connection refused): the next may go at once.
+    expect(await claimOf()).toEqual({ status: "REFUND_CREATED", claimed: null });
+
+    const slow: typeof fetch = async () => {
+      throw new DOMException("The operation was aborted due to timeout", "TimeoutError");
+    };
+    const timingOut = { ...app.payments, fetchFn: slow };
+    await expect(submitRefund(app.db, await providerNoOf(database, refundNo), timingOut)).rejects.toThrow();
+    expect(await claimOf()).toEqual({ status: "REFUND_CREATED", claimed: true });
+    // The background submitter leaves it to the send under way, until the claim lapses.
+    await submitPendingRefunds(app.db, app.payments);
+    expect(await claimOf()).toEqual({ status: "REFUND_CREATED", claimed: true });
+    await database.sql`UPDATE refund_order SET send_until = now() - interval '1 second' WHERE refund_no = ${refundNo}`;
+    await submitPendingRefunds(app.db, app.payments);
+    expect(await claimOf()).toEqual({ status: "REFUND_PROCESSING", claimed: null });
+    await deliverAll(mockPay);
+    expect((await refundRow(database, refundNo))?.status).toBe("REFUND_SUCCESS");
+
+    // A rejected refund still holding an earlier send's claim: the Retry's send goes all the same.
+    const rejected = await fullRefundRejectedOnceAtMockPay(app, mockPay);
+    await database.sql`
+      UPDATE refund_order SET send_claim = gen_random_uuid(), send_until = now() + interval '1 minute'
+       WHERE refund_no = ${rejected.refundNo}`;
+    expect(
+      await retryFailedRefund(app.db, await providerNoOf(database, rejected.refundNo), app.payments),
+    ).toBe("REFUND_PROCESSING");
+    expect(paid.orderId).not.toBe(rejected.paid.orderId);
+  });
+});
 
 describe("a refund the merchant recorded as rejected, that MockPay made after all", () => {
   test("its success notification applies it: the refund succeeds, the order is refunded, nothing alerts", async ({

@@ -67,7 +67,7 @@ async function closedOrderThatKeptTheMoney(
 }
 
 describe("money an order that keeps nothing still holds", () => {
-  test("a closed order whose payment took the money: refunded by the periodic run, once, and listed as repaired", async ({
+  test("a closed order whose payment took the money: refunded once, by the periodic run or a copy at the same moment, and listed as repaired by whichever made it", async ({
     app,
     mockPay,
     database,
@@ -85,8 +85,9 @@ describe("money an order that keeps nothing still holds", () => {
       "money-conserved: the money an order holds is not the price of what it keeps",
     );
 
-    // The worker's periodic run repairs before it checks; its copies at the same moment repair nothing more.
-    const [report] = await Promise.all([
+    // The worker's periodic run repairs before it checks; with copies at the same moment, one of them repairs
+    // (whichever reaches the order first) and the others repair nothing more.
+    const [report, ...copies] = await Promise.all([
       reconcileWhenDue(app.db, { everyMin: 5, fullEveryMin: 5 }),
       ...Array.from({ length: 4 }, () => repairWhatIsSafe(app.db)),
     ]);
@@ -95,7 +96,7 @@ describe("money an order that keeps nothing still holds", () => {
       SELECT count(*)::int AS n, sum(amount_cents)::int AS amount FROM refund_order WHERE order_id = ${orderId}`;
     expect(refunds).toEqual({ n: 1, amount: payment.amountCents });
     const reported = report?.repairs ?? [];
-    expect(reported).toEqual([
+    expect([...reported, ...copies.flat()]).toEqual([
       { kind: "money", orderId, refundNo, amountCents: payment.amountCents, currency: "USD" },
     ]);
     const [keptReport] =

@@ -178,10 +178,10 @@ export function mockPayFault(mockPay: MockPayContext, outTradeNo: string, action
 }
 
 /**
- * A paid order of 2 units of a SKU of its own whose line refund of 1 unit was under way when it shipped (recorded
- * while the provider was away), so the shipment left that unit behind, and which MockPay then rejected.
+ * A paid order of 2 units of a SKU of its own, its events not yet consumed, and a line refund of 1 unit recorded
+ * while the provider was away: REFUND_CREATED, for a send to take.
  */
-export async function unitLeftBehindForRejectedRefund(app: AppContext, mockPay: MockPayContext) {
+export async function lineRefundToSend(app: AppContext, mockPay: MockPayContext) {
   const skuId = await scarceSku(app.db, 10);
   const paid = await payThroughProvider(app, mockPay, [{ skuId, quantity: 2 }]);
   const refundNo = `R-${randomUUID()}`;
@@ -191,6 +191,15 @@ export async function unitLeftBehindForRejectedRefund(app: AppContext, mockPay: 
     refundNo,
     lines: [{ skuId, quantity: 1 }],
   });
+  return { paid, skuId, refundNo };
+}
+
+/**
+ * A paid order of 2 units of a SKU of its own whose line refund of 1 unit was under way when it shipped (recorded
+ * while the provider was away), so the shipment left that unit behind, and which MockPay then rejected.
+ */
+export async function unitLeftBehindForRejectedRefund(app: AppContext, mockPay: MockPayContext) {
+  const { paid, skuId, refundNo } = await lineRefundToSend(app, mockPay);
   await consumeOrderEvents(app.db, paid.orderId);
   await mockPayFault(mockPay, paid.outTradeNo, "REJECT_REFUNDS", 1);
   await submitPendingRefunds(app.db, app.payments);

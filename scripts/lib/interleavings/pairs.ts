@@ -46,6 +46,8 @@ export interface Pair<F = unknown> {
   bound?: number;
   setup: (world: World) => Promise<F>;
   actors: Actor<F>[];
+  /** What happens next to the story, after the actors and before it is settled (the order ships, say). */
+  afterwards?: (world: World, fixture: F) => Promise<unknown>;
   /** The orders whose invariants are checked after the schedule. */
   orders: (fixture: F, answers: ActorAnswer[]) => string[];
   /** What the answers must be, whatever the schedule. */
@@ -80,6 +82,7 @@ export const ACTOR_KINDS = [
   "job:payment-timeout",
   "job:status-query",
   "job:repair",
+  "job:refund-submitter",
   "operator:retry-refund",
   "operator:return-received",
 ] as const;
@@ -357,8 +360,7 @@ export const PAIRS: AnyPair[] = [
     covers: ["refund.create", "consumer:shipping"],
     setup: async (world) => {
       const order = await paidOrder(world);
-      await consume(world, order.orderId, "OrderPaid", ["stock"]);
-      return { order, stockDeducted: await eventOf(world, order.orderId, "StockDeducted") };
+      return { order, stockDeducted: await deductedNotShipped(world, order) };
     },
     actors: [
       {
@@ -371,6 +373,28 @@ export const PAIRS: AnyPair[] = [
       },
       { name: "shipping consumer", act: (_world, db, f) => consumeOne(db, f.stockDeducted, "shipping") },
     ],
+    orders: (f) => [f.order.orderId],
+  }),
+
+  pair({
+    name: "refund send × refund send (the provider rejects the first it hears; the order ships after)",
+    covers: ["job:refund-submitter"],
+    setup: async (world) => {
+      const order = await paidOrder(world);
+      const refundNo = `R-${randomUUID()}`;
+      // Recorded while the provider is away: the request's own send and the background submitter's both find it to send.
+      world.script.away = true;
+      await refund(world, world.db, order, { refundNo, lines: [{ skuId: "SKU-MUG", quantity: 1 }] });
+      world.script.away = false;
+      const stockDeducted = await deductedNotShipped(world, order);
+      world.script.rejectNext = 1;
+      return { order, refund: (await refundOf(world, refundNo)).provider_refund_no, stockDeducted };
+    },
+    actors: [
+      { name: "send (the request's)", act: (world, db, f) => submitRefund(db, f.refund, world.deps) },
+      { name: "send (the submitter's)", act: (world, db, f) => submitRefund(db, f.refund, world.deps) },
+    ],
+    afterwards: (world, f) => consumeOne(world.db, f.stockDeducted, "shipping"),
     orders: (f) => [f.order.orderId],
   }),
 
@@ -404,12 +428,8 @@ export const PAIRS: AnyPair[] = [
       const order = await paidOrder(world);
       const refundNo = `R-${randomUUID()}`;
       await rejectedRefund(world, order, { refundNo, lines: [{ skuId: "SKU-MUG", quantity: 1 }] });
-      await consume(world, order.orderId, "OrderPaid", ["stock"]);
-      return {
-        order,
-        rejected: (await refundOf(world, refundNo)).provider_refund_no,
-        stockDeducted: await eventOf(world, order.orderId, "StockDeducted"),
-      };
+      const stockDeducted = await deductedNotShipped(world, order);
+      return { order, rejected: (await refundOf(world, refundNo)).provider_refund_no, stockDeducted };
     },
     actors: [
       { name: "Retry", act: (world, db, f) => retryFailedRefund(db, f.rejected, world.deps) },
@@ -576,6 +596,12 @@ async function shortOrder(world: World) {
 }
 
 /** A refund the provider rejected (afterCommit sends it at once; the script rejects that send). */
+/** The order's stock deducted and not shipped: its StockDeducted, for the shipping consumer to take. */
+async function deductedNotShipped(world: World, order: PlacedOrder) {
+  await consume(world, order.orderId, "OrderPaid", ["stock"]);
+  return eventOf(world, order.orderId, "StockDeducted");
+}
+
 async function rejectedRefund(
   world: World,
   order: PlacedOrder,
@@ -625,8 +651,7 @@ function redeliveries(): AnyPair[] {
     twice("benefits", "consumer:benefits", paid),
     twice("shipping", "consumer:shipping", async (world) => {
       const order = await paidOrder(world);
-      await consume(world, order.orderId, "OrderPaid", ["stock"]);
-      return { orderId: order.orderId, event: await eventOf(world, order.orderId, "StockDeducted") };
+      return { orderId: order.orderId, event: await deductedNotShipped(world, order) };
     }),
     twice("stock-return", "consumer:stock-return", refunded),
     twice("benefit-reversal", "consumer:benefit-reversal", refunded),

@@ -35,6 +35,8 @@ export interface ProviderScript {
   rejectNext: number;
   /** The provider does not answer at all (a refund recorded now stays to be sent). */
   away: boolean;
+  /** The provider refund numbers it accepted: each is paid, whatever the merchant recorded of it. */
+  accepted: Set<string>;
 }
 
 export type Deps = NotifyDeps &
@@ -56,7 +58,7 @@ export interface World {
 }
 
 export function createWorld(url: string): World {
-  const script: ProviderScript = { paid: new Map(), rejectNext: 0, away: false };
+  const script: ProviderScript = { paid: new Map(), rejectNext: 0, away: false, accepted: new Set() };
   const deps: Deps = {
     appId: APP_ID,
     webhookSecret: SECRET,
@@ -104,7 +106,8 @@ function scriptedProvider(script: ProviderScript): typeof fetch {
     return new Response(body, { headers: { [SIGNATURE_HEADER]: signature } });
   };
   return async (input, init) => {
-    if (script.away) throw new TypeError("fetch failed: the provider is away");
+    // As fetch fails when nothing listens: the request never left.
+    if (script.away) throw new TypeError("fetch failed", { cause: { code: "ECONNREFUSED" } });
     const url = new URL(String(input));
     if (url.pathname === "/provider/api/closes") {
       const { out_trade_no } = JSON.parse(String(init?.body)) as { out_trade_no: string };
@@ -121,6 +124,7 @@ function scriptedProvider(script: ProviderScript): typeof fetch {
         script.rejectNext--;
         return signed("refundAnswer", { refund_no, status: "REJECTED", reason: "risk control" });
       }
+      script.accepted.add(refund_no);
       return signed("refundAnswer", { refund_no, status: "ACCEPTED", attempt: 1 });
     }
     if (url.pathname.startsWith("/provider/api/trades/")) {
@@ -264,7 +268,8 @@ export async function refundOf(world: World, refundNo: string) {
 
 /**
  * Moves the order's refunds on as the provider and time would, without the gates: each still to send is sent
- * (the provider accepts it), each accepted one succeeds, each return's goods come back. Returns how many moved.
+ * (the provider accepts it), each accepted one succeeds (also one recorded here as rejected: the provider's
+ * word is the fact), each return's goods come back. Returns how many moved.
  */
 export async function completeRefunds(world: World, orderId: string): Promise<number> {
   world.script.rejectNext = 0;
@@ -280,7 +285,10 @@ export async function completeRefunds(world: World, orderId: string): Promise<nu
   >`
     SELECT r.provider_refund_no, r.status, r.amount_cents::int, r.currency, p.out_trade_no, p.transaction_id
       FROM refund_order r JOIN payment_order p ON p.user_id = r.user_id AND p.id = r.payment_id
-     WHERE r.order_id = ${orderId} AND r.status IN ('REFUND_CREATED', 'REFUND_PROCESSING', 'REFUND_AWAITING_GOODS')`;
+     WHERE r.order_id = ${orderId}
+       AND (r.status IN ('REFUND_CREATED', 'REFUND_PROCESSING', 'REFUND_AWAITING_GOODS')
+            OR (r.status IN ('REFUND_FAILED', 'REFUND_SUPERSEDED')
+                AND r.provider_refund_no = ANY(${[...world.script.accepted]}::text[])))`;
   for (const refund of refunds) {
     if (refund.status === "REFUND_CREATED") {
       await submitRefund(world.db, refund.provider_refund_no, world.deps);

@@ -17,6 +17,8 @@ interface MoveOptions {
   failureReason?: string | null;
   /** The provider's attempt number of the send it accepted (to REFUND_PROCESSING). */
   providerAttempt?: number;
+  /** Only while this send holds the refund's send claim (submit.ts): an answer no other send can have crossed. */
+  sendClaim?: string;
 }
 
 export type RefundTransition = keyof typeof REFUND_MACHINE.transitions;
@@ -53,10 +55,14 @@ export async function moveRefund(
   }>(sql`
     UPDATE refund_order r
        SET status = ${to}, updated_at = clock_timestamp(), failure_reason = ${reason}, provider_attempt = ${attempt},
+           -- To be sent again (a Retry, a return received): its next send is another's, whatever an earlier one held.
+           send_claim = CASE WHEN ${to} = 'REFUND_CREATED' THEN NULL ELSE r.send_claim END,
+           send_until = CASE WHEN ${to} = 'REFUND_CREATED' THEN NULL ELSE r.send_until END,
            attempt = r.attempt + (CASE WHEN ${to} IN ('REFUND_CREATED', 'REFUND_AWAITING_GOODS')
                                             AND was.status IN ('REFUND_FAILED', 'REFUND_SUPERSEDED') THEN 1 ELSE 0 END)
       FROM (SELECT id, status FROM refund_order
              WHERE user_id = ${refund.userId} AND id = ${refund.id} AND status = ANY(${sql.param([...from])}::text[])
+                   ${options.sendClaim === undefined ? sql`` : sql`AND send_claim = ${options.sendClaim}`}
              FOR UPDATE) was
      WHERE r.user_id = ${refund.userId} AND r.id = was.id
     RETURNING r.id, r.user_id, r.order_id, r.payment_id, r.provider_refund_no, r.refund_no, r.attempt,

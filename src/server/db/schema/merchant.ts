@@ -444,6 +444,12 @@ export const refundOrder = pgTable(
      * there): a `refund.failed` about an earlier attempt is stale and changes nothing.
      */
     providerAttempt: integer(),
+    /**
+     * The send under way (submit.ts): one at a time, so an answer recorded is never crossed by another send's
+     * answer the provider gave in between. Free once its answer is recorded, or once `sendUntil` has passed.
+     */
+    sendClaim: uuid(),
+    sendUntil: timestamp({ withTimezone: true }),
     reason: text().notNull().default(""),
     failureReason: text(),
     createdAt: createdAt(),
