@@ -470,18 +470,38 @@ async function cancelAsCrossedSuccessArrives(
 /**
  * A day later, as far as the key is concerned (its record expired): the shopper's browser sends the order's
  * request again. It must be answered with the order it placed, whatever changed since (its last units sold).
+ *
+ * The day passes in the database only. An app instance's replay cache still holds the key's answer as
+ * unexpired (in real time it stops serving it before the key expires), so a copy of the request (a retry
+ * after a lost answer) may be answered from a cache while another instance takes the expired key over; if
+ * that instance is killed before it stores the outcome, nobody is left to finish the key, as nobody would
+ * in real time either once the client has its answer. So, as the browser's next visit would, the request
+ * goes again until the record holds an outcome.
  */
 async function resendAfterExpiry(client: ChaosClient, db: Db, record: ShopperRecord, faults: Faults) {
+  const pg = db.$client;
+  const key = () =>
+    pg`user_id = ${record.userId} AND biz_type = 'order.create' AND idempotency_key = ${record.requestId}`;
   await throughFailover(
-    () => db.$client`
-      UPDATE idempotency_record SET expires_at = now() - interval '1 second'
-       WHERE user_id = ${record.userId} AND biz_type = 'order.create' AND idempotency_key = ${record.requestId}`,
+    () => pg`UPDATE idempotency_record SET expires_at = now() - interval '1 second' WHERE ${key()}`,
   );
-  const answer = await client.mutate<{ orderId: string }>("checkout.createOrder", {
-    requestId: record.requestId,
-    items: record.items,
-  });
-  collect([answer], record.orderIds, record.refusals, (v) => v.orderId);
+  const resend = async () => {
+    const answer = await client.mutate<{ orderId: string }>("checkout.createOrder", {
+      requestId: record.requestId,
+      items: record.items,
+    });
+    collect([answer], record.orderIds, record.refusals, (v) => v.orderId);
+  };
+  await resend();
+  for (let round = 0; round < 120; round++) {
+    const [row] = await throughFailover(
+      () => pg<{ status: string; lease_over: boolean | null }[]>`
+        SELECT status, locked_until <= now() AS lease_over FROM idempotency_record WHERE ${key()}`,
+    );
+    if (row?.status !== "PROCESSING") break;
+    if (row.lease_over) await resend();
+    else await sleep(500);
+  }
   record.resentAfterExpiry = true;
   faults.count("an order's request sent again after its key expired");
 }
