@@ -12,7 +12,13 @@ class LongestFirst extends BaseSequencer {
 }
 
 export default defineConfig({
-  resolve: { alias: { "~": fileURLToPath(new URL("./src", import.meta.url)) } },
+  resolve: {
+    alias: {
+      "~": fileURLToPath(new URL("./src", import.meta.url)),
+      // The core under the name an app that lifts it imports it by (tsconfig.json's paths say the same).
+      "@exactly-once/idempotency": fileURLToPath(new URL("./src/idempotency/index.ts", import.meta.url)),
+    },
+  },
   test: {
     // e2e/*.spec.ts belong to Playwright.
     include: ["src/**/*.test.ts", "test/**/*.test.ts"],

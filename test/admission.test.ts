@@ -1,6 +1,7 @@
-import { readdirSync, readFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
+import { sourceFiles } from "./support/source-files";
 
 /**
  * Request policy lives in src/server/admission/admission.ts. Read as text, every source file of src: the
@@ -8,15 +9,7 @@ import { describe, expect, it } from "vitest";
  * operation mount) and by `newShopper`, a shopper id is made in `newShopper` alone, and a request's context is
  * made by `requestOf`, which tRPC, REST and the proxy all call.
  */
-function sources(dir: string): { file: string; text: string }[] {
-  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
-    const full = path.join(dir, entry.name);
-    if (entry.isDirectory()) return sources(full);
-    if (!/\.tsx?$/.test(entry.name) || entry.name.endsWith(".test.ts")) return [];
-    return [{ file: path.relative(process.cwd(), full), text: readFileSync(full, "utf8") }];
-  });
-}
-const SRC = sources("src");
+const SRC = sourceFiles("src").map((file) => ({ file, text: readFileSync(file, "utf8") }));
 const ADMISSION = path.join("src", "server", "admission", "admission.ts");
 
 /** Each file that calls what `pattern` finds (definitions and signatures left out by the pattern), with how many times. */

@@ -40,7 +40,7 @@ function lint(files: Record<string, string>): string[] {
  * above both, and payments hands refund facts to them through a port (payments/refunds-port.ts).
  */
 const FLOORS = [
-  ["db", "errors"],
+  ["db", "errors", "error-codes"],
   ["idempotency", "observability", "ledger", "catalog", "gateway", "session", "coupons"],
   ["payments"],
   ["orders"],
@@ -49,7 +49,7 @@ const FLOORS = [
   ["admin"],
   ["trpc", "rest", "admission", "app-context", "jobs", "operations"],
 ];
-const SINGLE_FILES = ["errors", "app-context", "jobs", "operations"];
+const SINGLE_FILES = ["errors", "error-codes", "app-context", "jobs", "operations"];
 const fileOf = (capability: string) =>
   SINGLE_FILES.includes(capability) ? `src/server/${capability}.ts` : `src/server/${capability}/planted.ts`;
 const moduleOf = (capability: string) =>

@@ -1,7 +1,7 @@
-import { readdirSync, readFileSync } from "node:fs";
-import path from "node:path";
+import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { SETTINGS } from "~/env";
+import { sourceFiles } from "./support/source-files";
 
 /**
  * docs/configuration.md against the settings the code reads, both ways: every documented setting is read,
@@ -30,16 +30,15 @@ const DOCUMENTED = new Map(
 /** Set by our own tools for the processes they start, or by Next: nobody sets them by hand. */
 const INTERNAL = new Set(["NEXT_RUNTIME", "FLOOR_USER_ID", "BENCH_PROFILE_DIR", "CI"]);
 
-function sources(dir: string): string[] {
-  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
-    const full = path.join(dir, entry.name);
-    if (entry.isDirectory()) return entry.name === "node_modules" ? [] : sources(full);
-    return /\.tsx?$/.test(entry.name) && !entry.name.endsWith(".test.ts") ? [full] : [];
-  });
-}
 const READ = new Set([
   ...Object.keys(SETTINGS.shape),
-  ...[...sources("src"), ...sources("scripts"), "playwright.config.ts", "next.config.ts", "drizzle.config.ts"]
+  ...[
+    ...sourceFiles("src"),
+    ...sourceFiles("scripts"),
+    "playwright.config.ts",
+    "next.config.ts",
+    "drizzle.config.ts",
+  ]
     .flatMap((file) => [...readFileSync(file, "utf8").matchAll(/\benv\.([A-Z][A-Z0-9_]{2,})\b/g)])
     .map((m) => m[1] ?? ""),
 ]);

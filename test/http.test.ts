@@ -337,6 +337,29 @@ describe("REST API against the production server", () => {
     expect(anonymous.headers.get("content-type")).toBe("application/problem+json");
   });
 
+  it("answers each problem type's URI with a page that says what it means and what to do; an unknown one is 404", async () => {
+    const refused = await fetch(`${first.baseUrl}/api/v1/orders`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: "{}",
+    });
+    const { type } = (await refused.json()) as { type: string };
+    expect(type).toMatch(/^\/problems\//);
+    for (const path of [type, "/problems/idempotency-key-reused", "/problems/out-of-stock"]) {
+      const page = await fetch(new URL(path, first.baseUrl));
+      expect(page.status).toBe(200);
+      const html = await page.text();
+      expect(html).toContain("What it means");
+      expect(html).toContain("What to do");
+    }
+    expect(await (await fetch(`${first.baseUrl}/problems/idempotency-key-reused`)).text()).toContain(
+      "IDEMPOTENCY_KEY_REUSED",
+    );
+    expect((await fetch(`${first.baseUrl}/problems/no-such-problem`)).status).toBe(404);
+    const index = await (await fetch(`${first.baseUrl}/problems`)).text();
+    expect(index).toContain('href="/problems/request-in-progress"');
+  });
+
   it("publishes its idempotency policy (the IETF draft asks for it), made from the operations it mounts", async () => {
     const answer = await fetch(`${first.baseUrl}/api/v1/idempotency-policy`);
     expect(answer.status).toBe(200);

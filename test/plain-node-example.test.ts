@@ -56,11 +56,11 @@ const transfers = async (key: string) =>
   (await sql<{ n: number }[]>`SELECT count(*)::int AS n FROM transfer WHERE recipient = ${key}`)[0]?.n;
 
 describe("examples/plain-node: the core in a bare node:http server", () => {
-  it("is short and takes nothing from the app: node:http, postgres.js and src/idempotency", () => {
+  it("is short and takes nothing from the app: node:http, postgres.js and the core by its package name", () => {
     const text = readFileSync("examples/plain-node/server.ts", "utf8");
     expect(text.split("\n").length).toBeLessThan(80);
     const imports = [...text.matchAll(/from "([^"]+)"/g)].map((m) => m[1]);
-    expect(imports).toEqual(["node:http", "postgres", "../../src/idempotency"]);
+    expect(imports).toEqual(["node:http", "@exactly-once/idempotency", "postgres"]);
   });
 
   it("40 copies of one transfer at once: one transfer, one answer, one first", async () => {

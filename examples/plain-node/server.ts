@@ -1,8 +1,9 @@
 // The idempotency core in a bare node:http server: its own table, one operation, no framework.
-// Run: DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres npx tsx examples/plain-node/server.ts
+// Run from the repository (tsconfig.json maps @exactly-once/idempotency to src/idempotency):
+// DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres npx tsx examples/plain-node/server.ts
 import http from "node:http";
+import { IdempotencyError, type RecordStore, recordSchema, runIdempotent } from "@exactly-once/idempotency";
 import postgres from "postgres";
-import { IdempotencyError, type RecordStore, recordSchema, runIdempotent } from "../../src/idempotency";
 
 const NAMES = { table: "example_key", storeOutcome: "example_key_store_outcome" };
 const STATUS: Record<string, number> = {

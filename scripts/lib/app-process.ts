@@ -24,8 +24,8 @@ export const SERVE_ARGS = [
 /**
  * Environment for the production server's process. glibc's malloc keeps an arena per thread that allocates
  * (V8's helper threads, libuv's pool), up to 8 per core, and each holds freed memory: with two arenas, a default
- * `npm run bench` run peaked at 262 MB instead of 275–294 MB on the same code, at no CPU the bench could see
- * (docs/benchmark.md, "Seventh step"). Set MALLOC_ARENA_MAX to override.
+ * `npm run bench` run peaks lower than with glibc's default, at no CPU the bench can see (docs/benchmark-log.md,
+ * "Seventh step", has the figures). Set MALLOC_ARENA_MAX to override.
  */
 export const SERVE_ENV = { MALLOC_ARENA_MAX: process.env.MALLOC_ARENA_MAX ?? "2" };
 

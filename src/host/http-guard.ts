@@ -4,8 +4,8 @@ import { PROBLEM_HEADERS, problemBody } from "~/shared/problem";
 /**
  * What the production server refuses before any route or page sees a request:
  * a Host header that is not a host, and a path whose percent-encoding does not
- * decode. Both used to reach code that builds a URL or decodes the path and
- * throws (500). Each is answered 400 with a problem body; the connection stays
+ * decode. Either would reach code that builds a URL or decodes the path, and
+ * throw (500). Each is answered 400 with a problem body; the connection stays
  * usable (the answer says how long its body is, and a request with such a path
  * or Host has its body drained by Node as usual).
  */

@@ -10,8 +10,8 @@ import { bodyLimitOf, DRAIN_BODY_BYTES, lingerBeforeClose } from "./limits";
  * Serves the App Router's route handlers (`src/app/**\/route.ts`) straight from
  * Node's HTTP server, the way Next calls them — a `Request` in, a `Response`
  * out, `params` as a promise — but without Next's per-request pipeline, which
- * profiling put at about 3.5 ms of CPU per API call (more than the whole
- * idempotent order transaction). Pages still go to Next. The route files stay
+ * costs more CPU per API call than the whole idempotent order transaction (see
+ * ./server.ts). Pages still go to Next. The route files stay
  * the one definition of every API: `next dev` serves the same files.
  *
  * Only handlers that depend on nothing but the Web `Request` belong here; ours

@@ -5,8 +5,8 @@
  *
  * Route handlers under DIRECT_PREFIXES are called straight from the route table
  * beside this file (./route-table.ts); pages, assets and everything else go to Next's
- * request handler. What that saves is Next's per-request pipeline, about 3.5 ms of CPU
- * per API call, more than the whole idempotent order transaction. A route whose handler
+ * request handler. What that saves is Next's per-request pipeline, which costs more CPU
+ * per API call than the whole idempotent order transaction (`npm run bench` profiles it). A route whose handler
  * carries a plain form (the REST API, the payment notification, tRPC's mutations:
  * src/shared/plain-http.ts) is answered on Node's own request and response, with no Web
  * `Request`/`Response` at all; both forms answer byte for byte alike

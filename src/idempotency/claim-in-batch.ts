@@ -16,7 +16,7 @@ import { versionOf } from "./types";
  *   COMMIT
  *
  * Nothing of a call is seen by anyone before COMMIT, as with a call alone. A call that cannot be settled
- * inside the batch leaves it at once, rolled back to its savepoint, and runs alone as before:
+ * inside the batch leaves it at once, rolled back to its savepoint, and runs alone (claim-in-transaction.ts):
  * - its claim found the key taken, or would have waited for a holder (a duplicate never holds a batch up);
  * - its business statements would have waited for a lock: alone, they wait as long as they need (batchable
  *   operations lock nothing another call holds, so this is rare: a table growing, say);
@@ -185,7 +185,7 @@ async function runBatch(store: RecordStore<unknown>, taken: Waiting[]): Promise<
           settled(sql`ROLLBACK TO SAVEPOINT batched`.execute()),
           settled(sql`RELEASE SAVEPOINT batched`.execute()),
         );
-        // A claim that failed: the key is taken or held; alone, it waits and replays as before. A claim that
+        // A claim that failed: the key is taken or held; alone, it waits and replays. A claim that
         // held but whose business statements failed: the call's own failure, settled as a call alone settles it
         // (unless they only waited too long for a lock: then nothing happened, and alone they may wait).
         if (claimed.ok && !executed.ok && !waitedForLock(executed.error)) {

@@ -20,7 +20,7 @@ import { versionOf } from "./types";
  *
  * Answers go in as text cast to json (`::text::json`): postgres.js serialises a parameter the server types
  * as json with JSON.stringify, so the text of an answer would be stored as a JSON string, unless the client
- * was told otherwise (drizzle tells it so; a plain postgres.js pool does not: examples/plain-node found it).
+ * is told otherwise (drizzle tells it so; a plain postgres.js pool, as examples/plain-node uses, does not).
  */
 
 export interface RecordRow {
@@ -89,7 +89,7 @@ export function claimStatement(
 /**
  * The one-transaction claim: a plain INSERT. A key that is there already is an error (unique_violation),
  * which aborts the transaction, so the business statements sent behind it do nothing; a key another
- * transaction is inserting right now makes this one wait for that transaction's end (bounded by
+ * transaction is inserting at the same moment makes this one wait for that transaction's end (bounded by
  * lock_timeout), then either fail (it committed) or succeed (it rolled back).
  */
 export function claimInTransactionStatement(

@@ -3,8 +3,8 @@ import { isTransientError } from "~/shared/postgres-driver";
 export { isTransientError };
 
 /**
- * Every failure a service can explain. Transport adapters (tRPC, REST) map these
- * codes in exactly one place each; anything that is not a DomainError is an
+ * Every failure a service can explain. One table (./error-codes.ts) gives each its HTTP status, its tRPC
+ * code and its problem page, and both transports read it; anything that is not a DomainError is an
  * internal error.
  */
 export const DOMAIN_ERROR_CODES = [

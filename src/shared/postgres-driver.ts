@@ -127,8 +127,8 @@ const MAX_RECONNECT_DELAY_S = 0.5;
  * closed on an error since one last connected. postgres.js's default grows as 3^retries / 100 s up to
  * 20 s, and the count is shared by the pool: when PostgreSQL drops every connection at once (a restart,
  * a failover, the chaos run's drop), each close counts, and after six or seven the pool's connections
- * each wait 7 to 20 s — requests queued behind them stalled that long (test/connection-drops.test.ts saw
- * 19 s). Here the wait doubles from 10 ms but never passes half a second, with jitter so reconnects spread.
+ * each wait 7 to 20 s, and requests queued behind them stall that long (test/connection-drops.test.ts
+ * holds the stall down). Here the wait doubles from 10 ms but never passes half a second, with jitter so reconnects spread.
  */
 export function reconnectDelay(retries: number): number {
   return Math.min(0.01 * 2 ** retries, MAX_RECONNECT_DELAY_S) * (0.5 + Math.random() / 2);

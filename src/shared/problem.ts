@@ -1,3 +1,6 @@
+/** The `type` slug of a code (`/problems/<slug>` is its page: src/server/error-codes.ts). */
+export const problemSlug = (code: string) => code.toLowerCase().replaceAll("_", "-");
+
 /** An RFC 9457 problem body: the one shape every refusal over HTTP takes, from the REST API to the server's own. */
 export function problemBody(
   status: number,
@@ -6,7 +9,7 @@ export function problemBody(
   extra: Record<string, unknown> = {},
 ) {
   return {
-    type: `/problems/${code.toLowerCase().replaceAll("_", "-")}`,
+    type: `/problems/${problemSlug(code)}`,
     title: code
       .replaceAll("_", " ")
       .toLowerCase()

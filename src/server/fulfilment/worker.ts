@@ -119,7 +119,7 @@ export async function startWorker(db: Db, options: WorkerOptions): Promise<Runni
   // last finished.
   const stallMs = options.stallMs ?? 30_000;
   let lastSign = Date.now();
-  /** Whether the runner taking jobs now has shown any sign yet (its first poll needs new connections). */
+  /** Whether the current runner (the one taking jobs) has shown any sign yet (its first poll needs new connections). */
   let signedSinceStart = false;
   let replacements = 0;
   events.on("worker:getJob:empty", () => {

@@ -229,7 +229,7 @@ const createdColumns = {
   currency: orders.currency,
 };
 
-/** An order without a coupon answers as it always did (no discountCents), so stored answers keep their bytes. */
+/** An order without a coupon answers without discountCents: answers stored before coupons existed keep their bytes. */
 function answerOf({ discountCents, ...order }: CreatedOrder): CreatedOrder {
   return discountCents ? { ...order, discountCents } : order;
 }

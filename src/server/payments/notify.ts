@@ -123,7 +123,7 @@ export async function handlePaymentNotification(
   // first applies it; those that waited for it wake together and are answered by one statement for all of
   // them, instead of each opening a transaction that waits on the first's row lock to learn the same. Only an
   // order of work: every copy still goes through every check below, and copies on other instances meet in the
-  // database as before.
+  // database (the row locks and conditional updates below).
   const known = (found: Verdict | undefined) => {
     if (found) deps.observer?.notification({ ...meta, outcome: found.outcome, alert: false });
     return found && answer(found);
@@ -379,7 +379,7 @@ async function applySuccess(
   // only because notifications crossed (a late close, a delayed success): the provider holds the money,
   // the order still awaits it, and no other payment of the order is open — then the provider's success wins.
   // This path's statements are postgres.js templates, not drizzle's builders: it runs once per fact, and
-  // building them was a tenth of a callback's CPU (docs/benchmark.md, the eighth step).
+  // building drizzle's costs a tenth of a callback's CPU (docs/benchmark-log.md has the profile).
   const pg = clientOf(tx);
   const [moved] = await pg<{ id: string }[]>`
     UPDATE payment_order p

@@ -1,33 +1,13 @@
 import { type RequestContext, requestIdOf, requestOf } from "~/server/admission/admission";
 import type { AppContext } from "~/server/app-context";
-import { DomainError, type DomainErrorCode, isDomainError, unavailableIfTransient } from "~/server/errors";
+import { httpStatusOf } from "~/server/error-codes";
+import { DomainError, isDomainError, unavailableIfTransient } from "~/server/errors";
 import { withRequestContext } from "~/server/observability/request-context";
 import { requestIdSchema } from "~/server/orders/schema";
 import { jsonAnswer, type PlainRequest, type PlainResponse } from "~/shared/plain-http";
 import { PROBLEM_HEADERS, problemBody } from "~/shared/problem";
 
 /** The one mapping from domain codes to HTTP statuses for the REST API (the tRPC one mirrors it). */
-export const HTTP_STATUS_BY_DOMAIN_CODE: Record<DomainErrorCode, number> = {
-  INVALID_INPUT: 400,
-  UNAUTHORIZED: 401,
-  IDEMPOTENCY_KEY_REUSED: 422,
-  REQUEST_IN_PROGRESS: 409,
-  IDEMPOTENCY_LEASE_LOST: 409,
-  SERVICE_UNAVAILABLE: 503,
-  SKU_NOT_FOUND: 400,
-  OUT_OF_STOCK: 412,
-  COUPON_NOT_FOUND: 422,
-  COUPON_NOT_APPLICABLE: 412,
-  COUPON_ALREADY_USED: 412,
-  ORDER_NOT_FOUND: 404,
-  ORDER_NOT_PAYABLE: 412,
-  ORDER_NOT_CANCELLABLE: 412,
-  ORDER_NOT_REFUNDABLE: 412,
-  REFUND_EXCEEDS_PAID: 412,
-  REFUND_LINES_INVALID: 422,
-  RATE_LIMITED: 429,
-};
-
 export const IDEMPOTENCY_KEY_HEADER = "idempotency-key";
 /** Documented response header: when the request's idempotency key expires (an HTTP date). */
 export const KEY_EXPIRES_HEADER = "Idempotency-Key-Expires";
@@ -67,7 +47,7 @@ export function errorResponse(thrown: unknown, log: (error: unknown) => void): P
   // A database that dropped the connection or timed out is a retryable 503, wherever it happened.
   const error = unavailableIfTransient(thrown);
   if (isDomainError(error)) {
-    const status = HTTP_STATUS_BY_DOMAIN_CODE[error.code];
+    const status = httpStatusOf(error.code);
     const headers: Record<string, string> = keyHeaders({
       replayed: error.details.replayed,
       keyExpiresAt: error.details.keyExpiresAt,

@@ -5,9 +5,10 @@ import {
   type ZodOpenApiPathsObject,
   type ZodOpenApiResponsesObject,
 } from "zod-openapi";
+import { httpStatusOf } from "~/server/error-codes";
 import type { AnyOperation } from "~/server/idempotency";
 import { OPERATIONS } from "~/server/operations";
-import { HTTP_STATUS_BY_DOMAIN_CODE, KEY_EXPIRES_HEADER, REPLAYED_HEADER } from "./http";
+import { KEY_EXPIRES_HEADER, REPLAYED_HEADER } from "./http";
 import { POLICY_PATH } from "./policy";
 import { orderDetails, problemDetails, tokenResource } from "./schemas";
 
@@ -39,7 +40,7 @@ const keyedHeaders = {
 function keyedResponses(op: AnyOperation, schema: z.ZodType, status: number): ZodOpenApiResponsesObject {
   const refusals = new Map<number, string[]>();
   for (const code of op.storedErrors) {
-    const httpStatus = HTTP_STATUS_BY_DOMAIN_CODE[code];
+    const httpStatus = httpStatusOf(code);
     refusals.set(httpStatus, [...(refusals.get(httpStatus) ?? []), code]);
   }
   const responses: Record<string, unknown> = {

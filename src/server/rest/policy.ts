@@ -1,7 +1,8 @@
+import { httpStatusOf } from "~/server/error-codes";
 import type { AnyOperation } from "~/server/idempotency";
 import { OPERATIONS } from "~/server/operations";
 import { REQUEST_ID_PATTERN } from "~/server/orders/schema";
-import { HTTP_STATUS_BY_DOMAIN_CODE, KEY_EXPIRES_HEADER, REPLAYED_HEADER } from "./http";
+import { KEY_EXPIRES_HEADER, REPLAYED_HEADER } from "./http";
 
 /** Where the policy is published (linked from the OpenAPI document and docs/api.md). */
 export const POLICY_PATH = "/api/v1/idempotency-policy";
@@ -47,7 +48,7 @@ export function idempotencyPolicy(keyTtlMs: number) {
               path: op.rest.path,
               storedRefusals: op.storedErrors.map((code) => ({
                 code,
-                status: HTTP_STATUS_BY_DOMAIN_CODE[code],
+                status: httpStatusOf(code),
               })),
             },
           ]

@@ -52,7 +52,7 @@ export function verifySession(
 /**
  * Credentials this process found genuine, per purpose and secret: a shopper's client sends the same cookie or
  * token on every request, and its signature (an HMAC) is checked once rather than each time. Only genuine
- * ones are kept; expiry and revocation are decided on every use as before.
+ * ones are kept; expiry and revocation are decided on every use, cached or not.
  */
 const GENUINE = {
   session: new Map<string, LRUCache<string, true>>(),

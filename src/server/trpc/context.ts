@@ -1,11 +1,11 @@
 import { TRPCError } from "@trpc/server";
 import { newShopper, requestOf } from "~/server/admission/admission";
 import type { AppContext } from "~/server/app-context";
+import { trpcCodeOf } from "~/server/error-codes";
 import { isDomainError } from "~/server/errors";
 import { SESSION_ROTATE_AFTER_MS, sessionCookieHeader, signSession } from "~/server/session/session";
 import { isHttps } from "~/shared/client-address";
 import type { HeaderReader } from "~/shared/plain-http";
-import { TRPC_CODE_BY_DOMAIN_CODE } from "./codes";
 
 export interface TrpcContext {
   app: AppContext;
@@ -69,5 +69,5 @@ export async function createTrpcContext(
 /** A domain refusal raised while the context is made, as tRPC answers it (anything else stays as it is). */
 function asTrpcError(error: unknown): unknown {
   if (!isDomainError(error)) return error;
-  return new TRPCError({ code: TRPC_CODE_BY_DOMAIN_CODE[error.code], message: error.message, cause: error });
+  return new TRPCError({ code: trpcCodeOf(error.code), message: error.message, cause: error });
 }

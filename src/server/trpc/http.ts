@@ -74,7 +74,7 @@ export function handleTrpcRequest(app: AppContext, req: Request, mount: Mount = 
  * context, procedure, error shape, status, `vary`, the context's cookies, Retry-After), with no Web
  * `Request`, `Response`, `AbortController` or stream on the way. Anything else (queries, batches, another
  * content type, a body that does not parse) is handed to the fetch adapter before anything has run, so it
- * is answered exactly as before. test/plain-host.test.ts holds both to the same bytes.
+ * is answered by tRPC itself. test/plain-host.test.ts holds both paths to the same bytes.
  */
 export async function plainTrpc(
   app: AppContext,

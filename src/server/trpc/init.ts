@@ -2,10 +2,10 @@ import { initTRPC, TRPCError } from "@trpc/server";
 import superjson from "superjson";
 import { ZodError, z } from "zod";
 import { admit } from "~/server/admission/admission";
+import { trpcCodeOf } from "~/server/error-codes";
 import { DomainError, unavailableIfTransient } from "~/server/errors";
 import { withRequestContext } from "~/server/observability/request-context";
 import { getLogger } from "~/shared/logger";
-import { TRPC_CODE_BY_DOMAIN_CODE } from "./codes";
 import type { TrpcContext } from "./context";
 
 /** Procedure meta: which defined operation a procedure mounts (the transport test reads it), and its gateway. */
@@ -85,7 +85,7 @@ function answered(error: unknown, where: { path: string; type: string; ctx: Trpc
   // A database that dropped the connection or timed out is a retryable 503, wherever it happened.
   const cause = unavailableIfTransient(error instanceof TRPCError ? error.cause : error);
   if (cause instanceof DomainError) {
-    return new TRPCError({ code: TRPC_CODE_BY_DOMAIN_CODE[cause.code], message: cause.message, cause });
+    return new TRPCError({ code: trpcCodeOf(cause.code), message: cause.message, cause });
   }
   const internal =
     error instanceof TRPCError ? error : new TRPCError({ code: "INTERNAL_SERVER_ERROR", cause: error });
