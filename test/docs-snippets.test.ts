@@ -45,7 +45,10 @@ function snippetsOf(doc: string): Snippet[] {
 }
 
 function docs(): string[] {
-  return ["README.md", ...readdirSync("docs").flatMap((f) => (f.endsWith(".md") ? [path.join("docs", f)] : []))];
+  return [
+    "README.md",
+    ...readdirSync("docs").flatMap((f) => (f.endsWith(".md") ? [path.join("docs", f)] : [])),
+  ];
 }
 
 afterAll(() => rmSync(DIR, { recursive: true, force: true }));

@@ -4,7 +4,7 @@ import type { AddressInfo } from "node:net";
 import type postgres from "postgres";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { pgClient } from "~/shared/postgres-driver";
-import { createApp, createTables } from "../examples/plain-node/server";
+import { createApp, createTables, forgetExpired } from "../examples/plain-node/server";
 import { databaseUrl } from "./support/names";
 
 /**
@@ -103,5 +103,19 @@ describe("examples/plain-node: the core in a bare node:http server", () => {
     expect((await transfer(key, { to: key, amount: -1 })).status).toBe(400);
     expect(await transfers(key)).toBe(0);
     expect(await sql`SELECT 1 FROM example_key WHERE idempotency_key = ${key}`).toHaveLength(0);
+  });
+
+  it("forgets an expired key with the core's deleteExpired, and keeps a live one; the key then runs anew", async () => {
+    const [expired, live] = [randomUUID(), randomUUID()];
+    for (const key of [expired, live]) expect((await transfer(key, { to: key, amount: 5 })).status).toBe(201);
+    await sql`UPDATE example_key SET expires_at = now() - interval '1 second' WHERE idempotency_key = ${expired}`;
+    expect(await forgetExpired(sql)).toBe(1);
+    expect(
+      await sql`SELECT idempotency_key FROM example_key WHERE idempotency_key IN (${expired}, ${live})`,
+    ).toEqual([{ idempotency_key: live }]);
+    // Forgotten, the key is a new request: a second transfer (the business's own key is the client's to keep).
+    const again = await transfer(expired, { to: expired, amount: 5 });
+    expect(again.replayed).toBe("false");
+    expect(await transfers(expired)).toBe(2);
   });
 });

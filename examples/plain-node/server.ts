@@ -1,8 +1,7 @@
-// The idempotency core in a bare node:http server: its own table, one operation, no framework.
-// Run from the repository (tsconfig.json maps @exactly-once/idempotency to src/idempotency):
-// DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres npx tsx examples/plain-node/server.ts
+// The idempotency core in a bare node:http server: its own table, one operation, no framework. From the
+// repository: DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres npx tsx examples/plain-node/server.ts
 import http from "node:http";
-import { IdempotencyError, type RecordStore, recordSchema, runIdempotent } from "@exactly-once/idempotency";
+import * as core from "@exactly-once/idempotency";
 import postgres from "postgres";
 
 const NAMES = { table: "example_key", storeOutcome: "example_key_store_outcome" };
@@ -14,12 +13,12 @@ const STATUS: Record<string, number> = {
 class OverLimit extends Error {}
 
 export async function createTables(sql: postgres.Sql): Promise<void> {
-  await sql.unsafe(recordSchema(NAMES));
+  await sql.unsafe(core.recordSchema(NAMES));
   await sql`CREATE TABLE IF NOT EXISTS transfer (id serial PRIMARY KEY, account text, recipient text, amount int)`;
 }
 
 export function createApp(sql: postgres.Sql): http.Server {
-  const store: RecordStore<postgres.ReservedSql> = {
+  const store: core.RecordStore<postgres.ReservedSql> = {
     ...NAMES,
     sql,
     hold: async () => {
@@ -47,7 +46,7 @@ export function createApp(sql: postgres.Sql): http.Server {
       return send(400, { code: "INVALID" });
     try {
       const account = String(req.headers["x-account"] ?? "anonymous"); // in a real app: the authenticated caller
-      const answer = await runIdempotent(store, {
+      const answer = await core.runIdempotent(store, {
         scope: account,
         bizType: "transfer.create",
         key,
@@ -63,14 +62,17 @@ export function createApp(sql: postgres.Sql): http.Server {
       });
       send(201, answer.result, { "idempotent-replayed": String(answer.replayed) });
     } catch (error) {
-      if (!(error instanceof IdempotencyError)) return send(500, { code: "INTERNAL" });
+      if (!(error instanceof core.IdempotencyError)) return send(500, { code: "INTERNAL" });
       send(STATUS[error.code] ?? 409, { code: error.code, message: error.message });
     }
   });
 }
 
+export const forgetExpired = (sql: postgres.Sql) => core.deleteExpired({ sql, table: NAMES.table }); // every minute
+
 if (process.argv[1]?.endsWith("server.ts")) {
   const sql = postgres(process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres");
   await createTables(sql);
+  setInterval(() => forgetExpired(sql).catch(console.error), 60_000);
   createApp(sql).listen(3100, () => console.log("POST http://localhost:3100/transfers"));
 }

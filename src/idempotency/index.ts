@@ -13,6 +13,7 @@ export {
   type StoredRefusal,
 } from "./errors";
 export { ABSORBERS, type Absorber, type IdempotencyEvent, type IdempotencyOutcome } from "./events";
+export { type DeleteExpiredOptions, deleteExpired } from "./expire";
 export { canonicalJson, fingerprint } from "./fingerprint";
 export { keepRendering, knownReplay } from "./look-up";
 export { RECORD_MACHINE, RECORD_STATUSES, type RecordStatus } from "./machine";
