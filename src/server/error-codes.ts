@@ -59,7 +59,7 @@ export const DOMAIN_CODES: Record<DomainErrorCode, ProblemType & { trpc: TrpcCod
     status: 409,
     trpc: "CONFLICT",
     means:
-      "A request with this key is running now, and did not finish within the time this copy waited for it.",
+      "A request with this key is running now, and did not finish within the time this copy waited for it (or, for a cancel, a payment of the order was opened meanwhile).",
     todo: "Send the same request with the same key again after Retry-After: it answers what the first one did.",
     retry: "same key",
   },
@@ -104,7 +104,7 @@ export const DOMAIN_CODES: Record<DomainErrorCode, ProblemType & { trpc: TrpcCod
   ORDER_NOT_PAYABLE: {
     status: 412,
     trpc: "PRECONDITION_FAILED",
-    means: "The order cannot be paid in its state: it is paid already, closed, cancelled or refunded.",
+    means: "The order no longer awaits payment: it is paid, shipped, short of stock, closed or refunded.",
     todo: "Read the order (GET /api/v1/orders/{orderId}) to see where it stands.",
     retry: "never",
   },
@@ -112,7 +112,7 @@ export const DOMAIN_CODES: Record<DomainErrorCode, ProblemType & { trpc: TrpcCod
     status: 412,
     trpc: "PRECONDITION_FAILED",
     means:
-      "The order cannot be cancelled in its state: it is paid (ask for a refund instead) or closed already.",
+      "The order cannot be cancelled in its state: it is paid, shipped, short of stock or refunded (cancelling a closed order again succeeds).",
     todo: "Read the order; a paid order is refunded, not cancelled.",
     retry: "never",
   },
@@ -127,7 +127,7 @@ export const DOMAIN_CODES: Record<DomainErrorCode, ProblemType & { trpc: TrpcCod
     status: 412,
     trpc: "PRECONDITION_FAILED",
     means:
-      "The refund asks for more than is left to refund (`meta` says how much is left; a coupon this order earned and another order spent stays with it).",
+      "The refund asks for more than is left to refund (`meta` gives what was paid and refunded; when a coupon this order earned was spent on another order, its value stays with this one and `meta` gives what is refundable).",
     todo: "Ask for at most what is left, under a new refund number.",
     retry: "never",
   },
@@ -136,7 +136,7 @@ export const DOMAIN_CODES: Record<DomainErrorCode, ProblemType & { trpc: TrpcCod
     trpc: "UNPROCESSABLE_CONTENT",
     means:
       "A refund line names a SKU the order does not have, more units than are left of it, or an amount other than what the lines were paid.",
-    todo: "Name lines of the order and no more units than are left; leave the amount out (it is computed).",
+    todo: "Name lines of the order and no more units than are left; leave the amount out (it is computed). Send it under a new refund number: this answer is stored for this one.",
     retry: "after fixing the request",
   },
   COUPON_NOT_FOUND: {
@@ -200,8 +200,8 @@ const HTTP_CODES: Record<string, ProblemType> = {
   PAYLOAD_TOO_LARGE: {
     status: 413,
     means:
-      "The body is larger than this route takes (`detail` gives the limit). The connection is closed after this answer.",
-    todo: "Send a smaller body; open a new connection.",
+      "The body is larger than this route takes. Past 2 MiB the server stops reading and closes the connection after this answer.",
+    todo: "Send a smaller body (on a new connection, if this one was closed).",
     retry: "after fixing the request",
   },
   TOKENS_DISABLED: {
@@ -212,7 +212,7 @@ const HTTP_CODES: Record<string, ProblemType> = {
   },
   INTERNAL_ERROR: {
     status: 500,
-    means: "Something failed that the service cannot explain; it is logged and alerts the operator.",
+    means: "Something failed that the service cannot explain; it is logged for the operator.",
     todo: "Send the same request with the same key again later: if the first run committed, the key replays it.",
     retry: "same key",
   },
