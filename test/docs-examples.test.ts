@@ -1,11 +1,12 @@
 import { execFile } from "node:child_process";
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type AppServer, startAppServer } from "./support/app-server";
 import { createTestDatabase, type TestDatabase } from "./support/database";
+import { docFiles } from "./support/source-files";
 
 /**
  * The docs' shell examples, run. Every ```sh block in README.md and docs/*.md says on the line before it
@@ -14,9 +15,7 @@ import { createTestDatabase, type TestDatabase } from "./support/database";
  * when an `<!-- example: output -->` block follows it, must print those lines, in that order (`…` stands for
  * anything; ids and dates are compared as ids and dates).
  */
-const DOCS = ["README.md", ...readdirSync("docs").map((name) => `docs/${name}`)].filter((file) =>
-  file.endsWith(".md"),
-);
+const DOCS = docFiles();
 
 interface Example {
   file: string;

@@ -1,15 +1,14 @@
-import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { findRouteFiles } from "~/host/route-table";
+import { docFiles } from "./support/source-files";
 
 /**
  * What the docs name must be there: every file or folder of the repository a doc names in backticks, every
  * npm script it tells someone to run, and every API route it names with its method. A doc that outlives a
  * rename fails here.
  */
-const DOCS = ["README.md", ...readdirSync("docs").map((name) => `docs/${name}`)].filter((f) =>
-  f.endsWith(".md"),
-);
+const DOCS = docFiles();
 const TOP = ["src", "scripts", "test", "docs", "drizzle", "e2e", "examples", "model", "chaos", "patches"];
 
 /** `a/{b,c}.ts` → `a/b.ts`, `a/c.ts`. */

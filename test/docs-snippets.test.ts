@@ -1,7 +1,8 @@
-import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import ts from "typescript";
 import { afterAll, describe, expect, it } from "vitest";
+import { docFiles } from "./support/source-files";
 
 /**
  * Every TypeScript snippet of the docs (a ```ts fence in README.md or docs/*.md) compiles against the code as
@@ -44,18 +45,11 @@ function snippetsOf(doc: string): Snippet[] {
   return found;
 }
 
-function docs(): string[] {
-  return [
-    "README.md",
-    ...readdirSync("docs").flatMap((f) => (f.endsWith(".md") ? [path.join("docs", f)] : [])),
-  ];
-}
-
 afterAll(() => rmSync(DIR, { recursive: true, force: true }));
 
 describe("the docs' TypeScript snippets", () => {
   it("compile against the code as it is", () => {
-    const snippets = docs().flatMap(snippetsOf);
+    const snippets = docFiles().flatMap(snippetsOf);
     expect(snippets.length).toBeGreaterThanOrEqual(5);
     rmSync(DIR, { recursive: true, force: true });
     mkdirSync(DIR);

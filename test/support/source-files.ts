@@ -12,3 +12,8 @@ export function sourceFiles(dir: string): string[] {
     return /\.tsx?$/.test(entry.name) && !/\.test\.tsx?$/.test(entry.name) ? [full] : [];
   });
 }
+
+/** README.md and every Markdown file of docs/: what the tests that read the docs check. */
+export function docFiles(): string[] {
+  return ["README.md", ...readdirSync("docs").map((name) => `docs/${name}`)].filter((f) => f.endsWith(".md"));
+}

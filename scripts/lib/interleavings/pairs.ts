@@ -381,11 +381,8 @@ export const PAIRS: AnyPair[] = [
     covers: ["job:refund-submitter"],
     setup: async (world) => {
       const order = await paidOrder(world);
-      const refundNo = `R-${randomUUID()}`;
-      // Recorded while the provider is away: the request's own send and the background submitter's both find it to send.
-      world.script.away = true;
-      await refund(world, world.db, order, { refundNo, lines: [{ skuId: "SKU-MUG", quantity: 1 }] });
-      world.script.away = false;
+      // The request's own send and the background submitter's both find it to send.
+      const refundNo = await lineRefundToSend(world, order);
       const stockDeducted = await deductedNotShipped(world, order);
       world.script.rejectNext = 1;
       return { order, refund: (await refundOf(world, refundNo)).provider_refund_no, stockDeducted };
@@ -540,11 +537,8 @@ export const PAIRS: AnyPair[] = [
     bound: REFUND_BOUND,
     setup: async (world) => {
       const order = await paidOrder(world);
-      const refundNo = `R-${randomUUID()}`;
-      // Recorded while the provider is away: under way when the order ships, so its unit stays behind.
-      world.script.away = true;
-      await refund(world, world.db, order, { refundNo, lines: [{ skuId: "SKU-MUG", quantity: 1 }] });
-      world.script.away = false;
+      // Under way when the order ships, so its unit stays behind.
+      const refundNo = await lineRefundToSend(world, order);
       await consume(world, order.orderId);
       world.script.rejectNext = 1;
       await submitRefund(world.db, (await refundOf(world, refundNo)).provider_refund_no, world.deps);
@@ -596,6 +590,15 @@ async function shortOrder(world: World) {
 }
 
 /** A refund the provider rejected (afterCommit sends it at once; the script rejects that send). */
+/** A line refund of one mug recorded while the provider is away: REFUND_CREATED, for a send to take. */
+async function lineRefundToSend(world: World, order: PlacedOrder): Promise<string> {
+  const refundNo = `R-${randomUUID()}`;
+  world.script.away = true;
+  await refund(world, world.db, order, { refundNo, lines: [{ skuId: "SKU-MUG", quantity: 1 }] });
+  world.script.away = false;
+  return refundNo;
+}
+
 /** The order's stock deducted and not shipped: its StockDeducted, for the shipping consumer to take. */
 async function deductedNotShipped(world: World, order: PlacedOrder) {
   await consume(world, order.orderId, "OrderPaid", ["stock"]);
