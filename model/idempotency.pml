@@ -138,7 +138,7 @@ hold:
   /* A failure that is not the operation's to store: the key is freed (DELETE … WHERE lease_version = mine). */
   :: atomic { released < MAXRELEASE -> released++;
        if
-       :: record == I_PROCESSING && version == mine -> record = I_NONE; leaseLive = false
+       :: record == I_PROCESSING && version == mine -> idempotency_record_release(ok); leaseLive = false
        :: else -> skip
        fi }
      -> goto acquire

@@ -273,7 +273,7 @@ async function shop(url: string, address: string, tally: Tally, loading: () => b
   while (loading()) {
     // One request id per order, reused by every retry of it.
     const requestId = randomUUID();
-    const order = await trpc<{ orderId: string }>("checkout.createOrder", {
+    const order = await trpc<{ orderId: string }>("orders.create", {
       requestId,
       items: [{ skuId: "SKU-MUG", quantity: 1 }],
     });

@@ -5,7 +5,7 @@
 import { getEnv } from "~/env";
 import { getAppContext } from "~/server/app-context";
 import { closeDb } from "~/server/db/client";
-import { startEventWorker } from "~/server/jobs";
+import { startEventWorker } from "~/server/merchant-jobs";
 import { getLogger } from "~/shared/logger";
 import { assertDriverPatched } from "~/shared/postgres-driver";
 

@@ -36,7 +36,7 @@ describe("request policy in one place", () => {
   it("admit() is called once by each transport's mount and by newShopper()", () => {
     expect(callers(/(?<![.\w]|function )admit\((?!\w+: )/g)).toEqual({
       [ADMISSION]: 1,
-      [path.join("src", "server", "rest", "operation.ts")]: 1,
+      [path.join("src", "server", "rest", "rest-route.ts")]: 1,
       [path.join("src", "server", "trpc", "init.ts")]: 1,
     });
   });
@@ -46,7 +46,7 @@ describe("request policy in one place", () => {
     expect(Object.keys(callers(/(?<!function )\brequestOf\(/g)).sort()).toEqual(
       [
         path.join("src", "proxy.ts"),
-        path.join("src", "server", "rest", "http.ts"),
+        path.join("src", "server", "rest", "protocol.ts"),
         path.join("src", "server", "trpc", "context.ts"),
       ].sort(),
     );

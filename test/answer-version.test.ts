@@ -10,7 +10,7 @@ import {
   ReplayCache,
   runIdempotent,
   runOperation,
-} from "~/server/idempotency";
+} from "~/server/operations";
 import { createTestDatabase, type TestDatabase } from "./support/database";
 import { countEffects, createEffectTable, type EffectResult, effectOperation } from "./support/effects";
 

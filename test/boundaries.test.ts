@@ -41,15 +41,15 @@ function lint(files: Record<string, string>): string[] {
  */
 const FLOORS = [
   ["db", "errors", "error-codes"],
-  ["idempotency", "observability", "ledger", "catalog", "gateway", "session", "coupons"],
+  ["operations", "observability", "ledger", "catalog", "gateway", "session", "coupons"],
   ["payments"],
   ["orders"],
   ["refunds"],
   ["fulfilment", "reconciliation", "story"],
   ["admin"],
-  ["trpc", "rest", "admission", "app-context", "jobs", "operations"],
+  ["trpc", "rest", "admission", "app-context", "merchant-jobs", "all-operations"],
 ];
-const SINGLE_FILES = ["errors", "error-codes", "app-context", "jobs", "operations"];
+const SINGLE_FILES = ["errors", "error-codes", "app-context", "merchant-jobs", "all-operations"];
 const fileOf = (capability: string) =>
   SINGLE_FILES.includes(capability) ? `src/server/${capability}.ts` : `src/server/${capability}/planted.ts`;
 const moduleOf = (capability: string) =>

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ClaimKind } from "~/idempotency";
-import { type IdempotencyConfig, runIdempotent } from "~/server/idempotency";
+import { type IdempotencyConfig, runIdempotent } from "~/server/operations";
 import { createTestDatabase, type TestDatabase } from "./support/database";
 import { createEffectTable, effectOperation } from "./support/effects";
 

@@ -57,7 +57,7 @@ describe("coupons", () => {
     const { userId, code, valueCents } = await earnCoupon(app, mockPay, database);
     const caller = callerFor(app, userId);
     expect(await caller.coupons.list()).toMatchObject([{ code, valueCents, state: "AVAILABLE" }]);
-    const order = await caller.checkout.createOrder({
+    const order = await caller.orders.create({
       requestId: randomUUID(),
       items: [{ skuId: "SKU-ESPRESSO", quantity: 1 }],
       couponCode: code,
@@ -78,7 +78,7 @@ describe("coupons", () => {
     const caller = callerFor(app, userId);
     const keys = Array.from({ length: 20 }, () => randomUUID());
     const results = await Promise.allSettled(
-      keys.map((requestId) => caller.checkout.createOrder({ requestId, items: mug, couponCode: code })),
+      keys.map((requestId) => caller.orders.create({ requestId, items: mug, couponCode: code })),
     );
     const placed = results.flatMap((r) => (r.status === "fulfilled" ? [r.value] : []));
     expect(placed).toHaveLength(1);
@@ -96,12 +96,12 @@ describe("coupons", () => {
     // A loser's key keeps its answer: replayed, not tried again.
     const loser = keys[results.findIndex((r) => r.status === "rejected")] ?? "";
     await expect(
-      caller.checkout.createOrder({ requestId: loser, items: mug, couponCode: code }),
+      caller.orders.create({ requestId: loser, items: mug, couponCode: code }),
     ).rejects.toMatchObject({
       cause: { code: "COUPON_ALREADY_USED" },
     });
     // The same key with another coupon (or none) is another request.
-    await expect(caller.checkout.createOrder({ requestId: loser, items: mug })).rejects.toMatchObject({
+    await expect(caller.orders.create({ requestId: loser, items: mug })).rejects.toMatchObject({
       cause: { code: "IDEMPOTENCY_KEY_REUSED" },
     });
   });
@@ -114,20 +114,20 @@ describe("coupons", () => {
     const { code } = await earnCoupon(app, mockPay, database);
     const stranger = callerFor(app, randomUUID());
     await expect(
-      stranger.checkout.createOrder({ requestId: randomUUID(), items: mug, couponCode: code }),
+      stranger.orders.create({ requestId: randomUUID(), items: mug, couponCode: code }),
     ).rejects.toMatchObject({ code: "UNPROCESSABLE_CONTENT", cause: { code: "COUPON_NOT_FOUND" } });
     await expect(
-      stranger.checkout.createOrder({ requestId: randomUUID(), items: mug, couponCode: "THANKS-NOPE0000" }),
+      stranger.orders.create({ requestId: randomUUID(), items: mug, couponCode: "THANKS-NOPE0000" }),
     ).rejects.toMatchObject({ cause: { code: "COUPON_NOT_FOUND" } });
     await expect(
-      stranger.checkout.createOrder({ requestId: randomUUID(), items: mug, couponCode: "lower case" }),
+      stranger.orders.create({ requestId: randomUUID(), items: mug, couponCode: "lower case" }),
     ).rejects.toMatchObject({ code: "BAD_REQUEST" });
     await database.sql`
       INSERT INTO sku (id, name, price_cents, stock, initial_stock) VALUES ('SKU-STICKER', 'Sticker', 300, 100, 100)
       ON CONFLICT DO NOTHING`;
     const { userId, code: own } = await earnCoupon(app, mockPay, database);
     await expect(
-      callerFor(app, userId).checkout.createOrder({
+      callerFor(app, userId).orders.create({
         requestId: randomUUID(),
         items: [{ skuId: "SKU-STICKER", quantity: 1 }],
         couponCode: own,
@@ -144,13 +144,13 @@ describe("coupons", () => {
   }) => {
     const { userId, code } = await earnCoupon(app, mockPay, database);
     const caller = callerFor(app, userId);
-    const first = await caller.checkout.createOrder({
+    const first = await caller.orders.create({
       requestId: randomUUID(),
       items: mug,
       couponCode: code,
     });
     await Promise.all(Array.from({ length: 5 }, () => caller.orders.cancel({ orderId: first.orderId })));
-    const second = await caller.checkout.createOrder({
+    const second = await caller.orders.create({
       requestId: randomUUID(),
       items: mug,
       couponCode: code,
@@ -159,7 +159,7 @@ describe("coupons", () => {
     await closeTimedOutOrders(app.db, {
       payments: { ...app.payments, paymentTimeoutS: 0 },
     });
-    const third = await caller.checkout.createOrder({
+    const third = await caller.orders.create({
       requestId: randomUUID(),
       items: mug,
       couponCode: code,
@@ -184,13 +184,13 @@ describe("coupons", () => {
     const caller = callerFor(app, userId);
     const [firstId, secondId] = [randomUUID(), randomUUID()];
     const requestIds = [firstId, secondId];
-    const first = await caller.checkout.createOrder({
+    const first = await caller.orders.create({
       requestId: firstId,
       items: mug,
       couponCode: code,
     });
     await closeTimedOutOrders(app.db, { payments: { ...app.payments, paymentTimeoutS: 0 } });
-    const second = await caller.checkout.createOrder({
+    const second = await caller.orders.create({
       requestId: secondId,
       items: mug,
       couponCode: code,
@@ -274,7 +274,7 @@ describe("coupons", () => {
     await deliverAll(mockPay);
     await consumeAll(database, unspent.orderId);
     await expect(
-      owner.checkout.createOrder({ requestId: randomUUID(), items: mug, couponCode: unspent.code }),
+      owner.orders.create({ requestId: randomUUID(), items: mug, couponCode: unspent.code }),
     ).rejects.toMatchObject({ cause: { code: "COUPON_NOT_APPLICABLE" } });
     expect(await owner.coupons.list()).toMatchObject([{ code: unspent.code, state: "REVOKED" }]);
 
@@ -316,7 +316,7 @@ describe("coupons", () => {
     await deliverAll(mockPay);
     expect((await redemptionsOf(database, spent.code)).map((r) => r.status)).toEqual(["RELEASED"]);
     expect(
-      await shopper.checkout.createOrder({ requestId: randomUUID(), items: mug, couponCode: spent.code }),
+      await shopper.orders.create({ requestId: randomUUID(), items: mug, couponCode: spent.code }),
     ).toMatchObject({ discountCents: spent.valueCents });
     const report = await reconcile(app.db, { lagSeconds: 0 });
     expect(report.invariants.find((i) => i.name === "coupons-used-once")?.violations).toEqual([]);
@@ -328,7 +328,7 @@ describe("coupons", () => {
     database,
   }) => {
     const { userId, code } = await earnCoupon(app, mockPay, database);
-    const order = await callerFor(app, userId).checkout.createOrder({
+    const order = await callerFor(app, userId).orders.create({
       requestId: randomUUID(),
       items: mug,
       couponCode: code,

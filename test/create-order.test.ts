@@ -3,7 +3,7 @@ import { TRPCError } from "@trpc/server";
 import { describe, expect, it } from "vitest";
 import type { AppContext } from "~/server/app-context";
 import { closeDb, createDb, pgClient } from "~/server/db/client";
-import { batchStatsOf, deleteExpiredRecords, fingerprint } from "~/server/idempotency";
+import { batchStatsOf, deleteExpiredRecords, fingerprint } from "~/server/operations";
 import { createOrder } from "~/server/orders/create-order";
 import { createCaller } from "~/server/trpc/root";
 import type { TestDatabase } from "./support/database";
@@ -41,12 +41,12 @@ async function trpcCode(promise: Promise<unknown>): Promise<string> {
   throw new Error("expected the call to fail");
 }
 
-describe("checkout.createOrder", () => {
+describe("orders.create", () => {
   it("answers the same request twice with one order", async () => {
     const userId = shopper();
     const input = { requestId: randomUUID(), items: mug() };
-    const first = await caller(userId).checkout.createOrder(input);
-    const second = await caller(userId).checkout.createOrder(input);
+    const first = await caller(userId).orders.create(input);
+    const second = await caller(userId).orders.create(input);
     expect(first).toMatchObject({ status: "PENDING_PAYMENT", amountCents: 2500, replayed: false });
     expect(second).toEqual({ ...first, replayed: true });
     expect(await counts(userId)).toEqual({ orders: 1, items: 1, records: 1 });
@@ -56,7 +56,7 @@ describe("checkout.createOrder", () => {
     const userId = shopper();
     const input = { requestId: randomUUID(), items: [...mug(1), { skuId: "SKU-ESPRESSO", quantity: 2 }] };
     const results = await Promise.allSettled(
-      Array.from({ length: 50 }, () => caller(userId).checkout.createOrder(input)),
+      Array.from({ length: 50 }, () => caller(userId).orders.create(input)),
     );
     const orderIds = new Set<string>();
     for (const result of results) {
@@ -75,7 +75,7 @@ describe("checkout.createOrder", () => {
       items: mug(1 + (i % 3)),
     }));
     const results = await Promise.all(
-      inputs.flatMap((input) => [0, 1, 2].map(() => caller(userId).checkout.createOrder(input))),
+      inputs.flatMap((input) => [0, 1, 2].map(() => caller(userId).orders.create(input))),
     );
     // Every copy of a request got its order, and no two requests share one.
     const byRequest = new Map<string, Set<string>>();
@@ -93,21 +93,21 @@ describe("checkout.createOrder", () => {
   it("treats the same items in another order or split over lines as the same request", async () => {
     const userId = shopper();
     const requestId = randomUUID();
-    const first = await caller(userId).checkout.createOrder({
+    const first = await caller(userId).orders.create({
       requestId,
       items: [
         { skuId: "SKU-MUG", quantity: 2 },
         { skuId: "SKU-ESPRESSO", quantity: 1 },
       ],
     });
-    const reordered = await caller(userId).checkout.createOrder({
+    const reordered = await caller(userId).orders.create({
       requestId,
       items: [
         { skuId: "SKU-ESPRESSO", quantity: 1 },
         { skuId: "SKU-MUG", quantity: 2.0 },
       ],
     });
-    const split = await caller(userId).checkout.createOrder({
+    const split = await caller(userId).orders.create({
       requestId,
       items: [
         { skuId: "SKU-MUG", quantity: 1 },
@@ -123,8 +123,8 @@ describe("checkout.createOrder", () => {
   it("rejects a reused key with a different payload and writes nothing", async () => {
     const userId = shopper();
     const requestId = randomUUID();
-    await caller(userId).checkout.createOrder({ requestId, items: mug(2) });
-    expect(await trpcCode(caller(userId).checkout.createOrder({ requestId, items: mug(3) }))).toBe(
+    await caller(userId).orders.create({ requestId, items: mug(2) });
+    expect(await trpcCode(caller(userId).orders.create({ requestId, items: mug(3) }))).toBe(
       "UNPROCESSABLE_CONTENT",
     );
     expect(await counts(userId)).toEqual({ orders: 1, items: 1, records: 1 });
@@ -135,10 +135,10 @@ describe("checkout.createOrder", () => {
   it("stores and replays a business rejection: out of stock, unknown SKU", async () => {
     const userId = shopper();
     const soldOut = { requestId: randomUUID(), items: [{ skuId: "SKU-LIMITED", quantity: 4 }] };
-    expect(await trpcCode(caller(userId).checkout.createOrder(soldOut))).toBe("PRECONDITION_FAILED");
-    expect(await trpcCode(caller(userId).checkout.createOrder(soldOut))).toBe("PRECONDITION_FAILED");
+    expect(await trpcCode(caller(userId).orders.create(soldOut))).toBe("PRECONDITION_FAILED");
+    expect(await trpcCode(caller(userId).orders.create(soldOut))).toBe("PRECONDITION_FAILED");
     const unknown = { requestId: randomUUID(), items: [{ skuId: "SKU-NOPE", quantity: 1 }] };
-    expect(await trpcCode(caller(userId).checkout.createOrder(unknown))).toBe("BAD_REQUEST");
+    expect(await trpcCode(caller(userId).orders.create(unknown))).toBe("BAD_REQUEST");
     const records = await t.sql`
       SELECT status, response_body FROM idempotency_record WHERE user_id = ${userId} ORDER BY id`;
     expect(records.map((r) => [r.status, r.response_body.code])).toEqual([
@@ -150,7 +150,7 @@ describe("checkout.createOrder", () => {
 
   it("places an order for any shopper id the record's text column holds, not only a UUID", async () => {
     const userId = `shopper-${randomUUID().slice(0, 8)}`;
-    const placed = await caller(userId).checkout.createOrder({ requestId: randomUUID(), items: mug(1) });
+    const placed = await caller(userId).orders.create({ requestId: randomUUID(), items: mug(1) });
     expect(placed.status).toBe("PENDING_PAYMENT");
     expect((await counts(userId))?.items).toBe(1);
   });
@@ -163,7 +163,7 @@ describe("checkout.createOrder", () => {
     const refusal = async (items: { skuId: string; quantity: number }[]) => {
       type Refused = { cause?: { code?: string; details?: { meta?: unknown } } };
       const error: Refused = await caller(userId)
-        .checkout.createOrder({ requestId: randomUUID(), items })
+        .orders.create({ requestId: randomUUID(), items })
         .then(
           () => ({}),
           (e: Refused) => e,
@@ -193,7 +193,7 @@ describe("checkout.createOrder", () => {
     expect((await counts(userId))?.orders).toBe(0);
     expect((await counts(userId))?.items).toBe(0);
 
-    const placed = await caller(userId).checkout.createOrder({
+    const placed = await caller(userId).orders.create({
       requestId: randomUUID(),
       items: [...mug(2), { skuId: "SKU-GRINDER", quantity: 1 }],
     });
@@ -235,7 +235,7 @@ describe("checkout.createOrder", () => {
     ],
   ])("refuses bad input (%s) with BAD_REQUEST and writes nothing", async (_name, input) => {
     const userId = shopper();
-    expect(await trpcCode(caller(userId).checkout.createOrder(input as never))).toBe("BAD_REQUEST");
+    expect(await trpcCode(caller(userId).orders.create(input as never))).toBe("BAD_REQUEST");
     expect(await counts(userId)).toEqual({ orders: 0, items: 0, records: 0 });
   });
 
@@ -243,9 +243,9 @@ describe("checkout.createOrder", () => {
     const alice = shopper();
     const bob = shopper();
     const input = { requestId: randomUUID(), items: mug(1) };
-    const alicesOrder = await caller(alice).checkout.createOrder(input);
+    const alicesOrder = await caller(alice).orders.create(input);
     // Bob guessing Alice's key gets his own order, never a replay of hers.
-    const bobsOrder = await caller(bob).checkout.createOrder(input);
+    const bobsOrder = await caller(bob).orders.create(input);
     expect(bobsOrder.replayed).toBe(false);
     expect(bobsOrder.orderId).not.toBe(alicesOrder.orderId);
     expect(await trpcCode(caller(bob).orders.get({ orderId: alicesOrder.orderId }))).toBe("NOT_FOUND");
@@ -351,8 +351,8 @@ describe("checkout.createOrder", () => {
 
   it("lets a shopper place a second, different order with a new key", async () => {
     const userId = shopper();
-    const a = await caller(userId).checkout.createOrder({ requestId: randomUUID(), items: mug(1) });
-    const b = await caller(userId).checkout.createOrder({ requestId: randomUUID(), items: mug(1) });
+    const a = await caller(userId).orders.create({ requestId: randomUUID(), items: mug(1) });
+    const b = await caller(userId).orders.create({ requestId: randomUUID(), items: mug(1) });
     expect(a.orderId).not.toBe(b.orderId);
     expect((await counts(userId))?.orders).toBe(2);
   });

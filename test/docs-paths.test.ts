@@ -19,8 +19,8 @@ const expand = (path: string): string[] => {
 };
 
 describe("what the docs name exists", () => {
-  it("every path a doc names in backticks", () => {
-    const missing = DOCS.flatMap((doc) =>
+  it("every path a doc names in backticks (the bench's log names the paths of its day)", () => {
+    const missing = DOCS.filter((doc) => !doc.endsWith("benchmark-log.md")).flatMap((doc) =>
       [...readFileSync(doc, "utf8").matchAll(/`([a-z]+\/[^`\s]*)`/g)]
         .map((m) => (m[1] ?? "").replace(/[:#].*$/, ""))
         .filter((path) => TOP.includes(path.split("/")[0] ?? "") && !/[*<>]/.test(path))

@@ -4,14 +4,14 @@ import { describe, expect, it } from "vitest";
 import type { AppContext } from "~/server/app-context";
 import { createOrderOperation } from "~/server/orders/create-order";
 import { createPaymentOperation } from "~/server/payments/create-payment";
-import { handlePaymentNotification } from "~/server/payments/notify";
+import { handlePaymentNotification } from "~/server/payments/notification-receive";
 import { reconcile } from "~/server/reconciliation/reconcile";
 import { createRefundOperation } from "~/server/refunds/create-refund";
 import { getOrder } from "~/server/rest/handlers";
-import type { RestDeps } from "~/server/rest/http";
-import { handleOperation } from "~/server/rest/operation";
+import type { RestDeps } from "~/server/rest/protocol";
+import { handleOperation } from "~/server/rest/rest-route";
 import { signApiToken, signSession } from "~/server/session/session";
-import { handleTrpcRequest } from "~/server/trpc/http";
+import { handleTrpcRequest } from "~/server/trpc/handler";
 import { fromWebRequest, toWebResponse } from "~/shared/plain-http";
 import { signBody } from "~/shared/provider-contract";
 import type { TestDatabase } from "./support/database";
@@ -94,7 +94,7 @@ describe("random and malformed input", () => {
     await fc.assert(
       fc.asyncProperty(
         fc.constantFrom(
-          "checkout.createOrder",
+          "orders.create",
           "payments.create",
           "payments.checkStatus",
           "refunds.create",
@@ -111,7 +111,7 @@ describe("random and malformed input", () => {
       ),
       { numRuns: RUNS },
     );
-    const garbage = await trpc("checkout.createOrder", undefined, "POST", "{not json");
+    const garbage = await trpc("orders.create", undefined, "POST", "{not json");
     expect(garbage.status).toBe(400);
     expect(await partialWrites()).toEqual([]);
   });

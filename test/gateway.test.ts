@@ -5,7 +5,7 @@ import { getEnv } from "~/env";
 import type { AppContext } from "~/server/app-context";
 import { createGateway, DEFAULT_GATEWAY_CONFIG } from "~/server/gateway/gateway";
 import { createOrderOperation } from "~/server/orders/create-order";
-import { handleOperation } from "~/server/rest/operation";
+import { handleOperation } from "~/server/rest/rest-route";
 import { signApiToken } from "~/server/session/session";
 import { createCaller } from "~/server/trpc/root";
 import { testAppContext } from "./support/app-context";
@@ -39,14 +39,12 @@ describe("gateway", () => {
   it("turns most of a storm of one request away with 429, and the shopper's next, different order still passes", async () => {
     const userId = randomUUID();
     const input = { requestId: randomUUID(), items: mug };
-    const storm = await outcomes(
-      Array.from({ length: 40 }, () => caller(userId).checkout.createOrder(input)),
-    );
+    const storm = await outcomes(Array.from({ length: 40 }, () => caller(userId).orders.create(input)));
     expect(storm.filter((o) => o === "TOO_MANY_REQUESTS").length).toBeGreaterThanOrEqual(30);
     expect(storm.every((o) => o === "OK" || o === "TOO_MANY_REQUESTS" || o === "CONFLICT")).toBe(true);
     expect(await orderCount(userId)).toBe(1);
 
-    const next = await caller(userId).checkout.createOrder({ requestId: randomUUID(), items: mug });
+    const next = await caller(userId).orders.create({ requestId: randomUUID(), items: mug });
     expect(next.replayed).toBe(false);
     expect(await orderCount(userId)).toBe(2);
   });
@@ -57,14 +55,11 @@ describe("gateway", () => {
     const answers = [];
     // A double click, then the client's automatic retries (300, 600, 1200 ms).
     answers.push(
-      ...(await outcomes([
-        caller(userId).checkout.createOrder(input),
-        caller(userId).checkout.createOrder(input),
-      ])),
+      ...(await outcomes([caller(userId).orders.create(input), caller(userId).orders.create(input)])),
     );
     for (const pause of [300, 600, 1200]) {
       await new Promise((resolve) => setTimeout(resolve, pause));
-      answers.push(...(await outcomes([caller(userId).checkout.createOrder(input)])));
+      answers.push(...(await outcomes([caller(userId).orders.create(input)])));
     }
     expect(answers.every((a) => a === "OK" || a === "CONFLICT")).toBe(true);
     expect(await orderCount(userId)).toBe(1);
@@ -78,12 +73,12 @@ describe("gateway", () => {
     };
     const results = await outcomes(
       Array.from({ length: 5 }, () =>
-        caller(userId, tight).checkout.createOrder({ requestId: randomUUID(), items: mug }),
+        caller(userId, tight).orders.create({ requestId: randomUUID(), items: mug }),
       ),
     );
     expect(results.filter((r) => r === "OK")).toHaveLength(3);
     expect(results.filter((r) => r === "TOO_MANY_REQUESTS")).toHaveLength(2);
-    const other = await caller(randomUUID(), tight).checkout.createOrder({
+    const other = await caller(randomUUID(), tight).orders.create({
       requestId: randomUUID(),
       items: mug,
     });
@@ -132,9 +127,7 @@ describe("gateway", () => {
     const userId = randomUUID();
     const open = { ...app, gateway: createGateway(t.db, { ...DEFAULT_GATEWAY_CONFIG, enabled: false }) };
     const input = { requestId: randomUUID(), items: mug };
-    const storm = await outcomes(
-      Array.from({ length: 40 }, () => caller(userId, open).checkout.createOrder(input)),
-    );
+    const storm = await outcomes(Array.from({ length: 40 }, () => caller(userId, open).orders.create(input)));
     expect(storm.includes("TOO_MANY_REQUESTS")).toBe(false);
     expect(await orderCount(userId)).toBe(1);
   });
@@ -145,7 +138,7 @@ describe("gateway", () => {
     const failures: unknown[] = [];
     try {
       const gateway = createGateway(broken, DEFAULT_GATEWAY_CONFIG, (err) => failures.push(err));
-      await gateway.admit({ userId: randomUUID(), route: "checkout.createOrder", key: "k-12345678" });
+      await gateway.admit({ userId: randomUUID(), route: "orders.create", key: "k-12345678" });
     } finally {
       await closeDb(broken);
     }
@@ -164,11 +157,11 @@ describe.runIf(redisUrl)("gateway with its counters in Redis (REDIS_URL)", () =>
       const userId = randomUUID();
       const input = { requestId: randomUUID(), items: mug };
       const storm = await outcomes(
-        Array.from({ length: 40 }, () => caller(userId, withRedis).checkout.createOrder(input)),
+        Array.from({ length: 40 }, () => caller(userId, withRedis).orders.create(input)),
       );
       expect(storm.filter((o) => o === "TOO_MANY_REQUESTS").length).toBeGreaterThanOrEqual(30);
       expect(await orderCount(userId)).toBe(1);
-      const next = await caller(userId, withRedis).checkout.createOrder({
+      const next = await caller(userId, withRedis).orders.create({
         requestId: randomUUID(),
         items: mug,
       });

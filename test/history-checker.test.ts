@@ -58,8 +58,8 @@ describe("the history checker", () => {
     keys.paid = `order-${randomUUID()}`;
     const placed = await Promise.all(
       [0, 1].map(() =>
-        attempt(h, user, "checkout.createOrder", keys.paid, { requestId: keys.paid, items }, () =>
-          caller.checkout.createOrder({ requestId: keys.paid, items }),
+        attempt(h, user, "orders.create", keys.paid, { requestId: keys.paid, items }, () =>
+          caller.orders.create({ requestId: keys.paid, items }),
         ),
       ),
     );
@@ -96,11 +96,11 @@ describe("the history checker", () => {
     // An answer lost after the server committed (resolved: with its effect), and an attempt that never
     // reached the server (resolved: without).
     keys.lost = `order-${randomUUID()}`;
-    const lost = h.invoke("checkout.createOrder", keys.lost, user, { requestId: keys.lost, items });
-    await caller.checkout.createOrder({ requestId: keys.lost, items });
+    const lost = h.invoke("orders.create", keys.lost, user, { requestId: keys.lost, items });
+    await caller.orders.create({ requestId: keys.lost, items });
     lost.info({ lost: "the answer was thrown away after the server sent it" }, user);
     keys.neverRan = `order-${randomUUID()}`;
-    h.invoke("checkout.createOrder", keys.neverRan, user, { requestId: keys.neverRan, items }).info(
+    h.invoke("orders.create", keys.neverRan, user, { requestId: keys.neverRan, items }).info(
       { error: "TimeoutError" },
       user,
     );
@@ -109,13 +109,8 @@ describe("the history checker", () => {
     const scarce = await scarceSku(app.db, 1);
     keys.refused = `order-${randomUUID()}`;
     const tooMany = [{ skuId: scarce, quantity: 2 }];
-    await attempt(
-      h,
-      user,
-      "checkout.createOrder",
-      keys.refused,
-      { requestId: keys.refused, items: tooMany },
-      () => caller.checkout.createOrder({ requestId: keys.refused, items: tooMany }),
+    await attempt(h, user, "orders.create", keys.refused, { requestId: keys.refused, items: tooMany }, () =>
+      caller.orders.create({ requestId: keys.refused, items: tooMany }),
     );
 
     // An order cancelled before paying: its pay link opened, the trade closed.
@@ -123,10 +118,10 @@ describe("the history checker", () => {
     const unpaid = await attempt(
       h,
       user,
-      "checkout.createOrder",
+      "orders.create",
       keys.cancelled,
       { requestId: keys.cancelled, items },
-      () => caller.checkout.createOrder({ requestId: keys.cancelled, items }),
+      () => caller.orders.create({ requestId: keys.cancelled, items }),
     );
     const unpaidId = unpaid?.orderId as string;
     const unpaidPayment = await caller.payments.create({ orderId: unpaidId });
@@ -176,9 +171,7 @@ describe("the history checker", () => {
     const line = list.indexOf(second) + 1;
     expect(found).toContainEqual(
       expect.stringMatching(
-        new RegExp(
-          `^checkout.createOrder ${keys.paid}: answers disagree: order .*history lines .*\\b${line}\\b`,
-        ),
+        new RegExp(`^orders.create ${keys.paid}: answers disagree: order .*history lines .*\\b${line}\\b`),
       ),
     );
   });
@@ -199,7 +192,7 @@ describe("the history checker", () => {
     expect(await check(app.db, twice)).toContainEqual(
       expect.stringMatching(
         new RegExp(
-          `^checkout.createOrder ${keys.cancelled}: operation \\d+ completed twice \\(ok, then fail\\) \\[history lines \\d+, ${twice.length}\\]`,
+          `^orders.create ${keys.cancelled}: operation \\d+ completed twice \\(ok, then fail\\) \\[history lines \\d+, ${twice.length}\\]`,
         ),
       ),
     );
@@ -215,13 +208,13 @@ describe("the history checker", () => {
     const found = await check(app.db, list);
     expect(found).toContainEqual(
       expect.stringMatching(
-        new RegExp(`^checkout.createOrder ${keys.refused}: acknowledged order \\S+ does not exist`),
+        new RegExp(`^orders.create ${keys.refused}: acknowledged order \\S+ does not exist`),
       ),
     );
     expect(found).toContainEqual(
       expect.stringMatching(
         new RegExp(
-          `^checkout.createOrder ${keys.lost}: every attempt was refused \\(SKU_NOT_FOUND\\), yet order \\S+ exists`,
+          `^orders.create ${keys.lost}: every attempt was refused \\(SKU_NOT_FOUND\\), yet order \\S+ exists`,
         ),
       ),
     );
@@ -237,7 +230,7 @@ describe("the history checker", () => {
     expect(await check(app.db, list)).toContainEqual(
       expect.stringMatching(
         new RegExp(
-          `^checkout.createOrder ${keys.cancelled}: order \\S+ holds SKU-MUG×2; the request asked for SKU-MUG×3`,
+          `^orders.create ${keys.cancelled}: order \\S+ holds SKU-MUG×2; the request asked for SKU-MUG×3`,
         ),
       ),
     );
@@ -307,13 +300,11 @@ describe("the history checker", () => {
       const found = await check(app.db, events());
       expect(found).toEqual([
         expect.stringMatching(
-          new RegExp(
-            `^checkout.createOrder ${keys.paid}: the server's attempt log has 2 copies that took effect`,
-          ),
+          new RegExp(`^orders.create ${keys.paid}: the server's attempt log has 2 copies that took effect`),
         ),
         expect.stringMatching(
           new RegExp(
-            `^checkout.createOrder ${keys.paid}: the server's attempt log has 1 absorbed copies that do not say what absorbed them`,
+            `^orders.create ${keys.paid}: the server's attempt log has 1 absorbed copies that do not say what absorbed them`,
           ),
         ),
       ]);

@@ -126,7 +126,7 @@ describe("a body too large to drain (5 MB), sent whole before the answer is read
   it.each([
     ["/api/v1/orders", { "content-type": "application/json", "idempotency-key": "k-too-large" }],
     ["/api/payments/notify", { "content-type": "application/json" }],
-    ["/api/trpc/checkout.createOrder", { "content-type": "application/json" }],
+    ["/api/trpc/orders.create", { "content-type": "application/json" }],
   ])(
     "%s: Node's fetch gets the 413 (the server reads and drops the rest before it closes)",
     async (path, headers) => {

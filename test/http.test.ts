@@ -2,8 +2,8 @@ import { randomUUID } from "node:crypto";
 import { Webhook as StandardWebhook } from "standardwebhooks";
 import { Webhook as SvixWebhook } from "svix";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { AnyOperation } from "~/server/idempotency";
-import { OPERATIONS } from "~/server/operations";
+import { OPERATIONS } from "~/server/all-operations";
+import type { AnyOperation } from "~/server/operations";
 import { reconcileWhenDue } from "~/server/reconciliation/reconcile";
 import { signQuery, tradeQueryPath, verifyBodySignature } from "~/shared/provider-contract";
 import {
@@ -67,7 +67,7 @@ describe("over HTTP against the production server", () => {
     await shopper.visit("/");
     const input = { requestId: randomUUID(), items: [{ skuId: "SKU-MUG", quantity: 1 }] };
     const answers = await Promise.all(
-      Array.from({ length: 50 }, () => shopper.mutation("checkout.createOrder", input)),
+      Array.from({ length: 50 }, () => shopper.mutation("orders.create", input)),
     );
     const orderIds = checkAnswers(answers);
     expect(orderIds.size).toBe(1);
@@ -80,7 +80,7 @@ describe("over HTTP against the production server", () => {
     const input = { requestId: randomUUID(), items: [{ skuId: "SKU-ESPRESSO", quantity: 2 }] };
     const answers = await Promise.all(
       Array.from({ length: 40 }, (_, i) =>
-        shopper.mutation("checkout.createOrder", input, i % 2 ? second.baseUrl : first.baseUrl),
+        shopper.mutation("orders.create", input, i % 2 ? second.baseUrl : first.baseUrl),
       ),
     );
     const orderIds = checkAnswers(answers);
@@ -95,17 +95,17 @@ describe("over HTTP against the production server", () => {
     const shopper = new HttpShopper(first.baseUrl);
     await shopper.visit("/");
     const requestId = randomUUID();
-    await shopper.mutation("checkout.createOrder", { requestId, items: [{ skuId: "SKU-MUG", quantity: 1 }] });
-    const mismatch = await shopper.mutation("checkout.createOrder", {
+    await shopper.mutation("orders.create", { requestId, items: [{ skuId: "SKU-MUG", quantity: 1 }] });
+    const mismatch = await shopper.mutation("orders.create", {
       requestId,
       items: [{ skuId: "SKU-MUG", quantity: 9 }],
     });
     expect(mismatch.status).toBe(422);
     expect(mismatch.body.error?.json.data.domainCode).toBe("IDEMPOTENCY_KEY_REUSED");
-    const bad = await shopper.mutation("checkout.createOrder", { requestId: "x", items: [] });
+    const bad = await shopper.mutation("orders.create", { requestId: "x", items: [] });
     expect(bad.status).toBe(400);
     expect(bad.body.error?.json.message).toMatch(/requestId/);
-    const notJson = await fetch(`${first.baseUrl}/api/trpc/checkout.createOrder`, {
+    const notJson = await fetch(`${first.baseUrl}/api/trpc/orders.create`, {
       method: "POST",
       headers: { cookie: shopper.sessionCookie, "content-type": "application/json" },
       body: "{not json",
@@ -117,7 +117,7 @@ describe("over HTTP against the production server", () => {
   it("hides one shopper's order from another, and ignores a forged cookie", async () => {
     const alice = new HttpShopper(first.baseUrl);
     await alice.visit("/");
-    const placed = await alice.mutation("checkout.createOrder", {
+    const placed = await alice.mutation("orders.create", {
       requestId: randomUUID(),
       items: [{ skuId: "SKU-MUG", quantity: 1 }],
     });
@@ -165,7 +165,7 @@ describe("provider-facing routes against the production server", () => {
     };
     for (const [name, sign] of Object.entries(signers)) {
       const shopper = new HttpShopper(first.baseUrl);
-      const placed = await shopper.mutation("checkout.createOrder", {
+      const placed = await shopper.mutation("orders.create", {
         requestId: randomUUID(),
         items: [{ skuId: "SKU-MUG", quantity: 1 }],
       });

@@ -7,7 +7,7 @@ import {
   type IdempotencyConfig,
   type IdempotentOperation,
   runIdempotent,
-} from "~/server/idempotency";
+} from "~/server/operations";
 import { createTestDatabase, type TestDatabase } from "./support/database";
 import {
   countEffects,
@@ -42,19 +42,25 @@ const operation = (key: string, overrides: Partial<IdempotentOperation<EffectRes
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** A call that takes the one runner of `config` for `ms`: the calls made meanwhile queue, and go as one batch. */
+/**
+ * Two calls of `ms` each: the first runs alone (nothing else is in flight), the second takes the one runner of
+ * `config`, so the calls made meanwhile queue and go as one batch.
+ */
 async function holdRunner(config: IdempotencyConfig, ms: number) {
-  const key = randomUUID();
-  const holding = runIdempotent(
-    t.db,
-    operation(key, {
-      execute: async (tx) => {
-        await sleep(ms);
-        return writeEffect(tx, key);
-      },
-    }),
-    config,
-  );
+  const hold = () => {
+    const key = randomUUID();
+    return runIdempotent(
+      t.db,
+      operation(key, {
+        execute: async (tx) => {
+          await sleep(ms);
+          return writeEffect(tx, key);
+        },
+      }),
+      config,
+    );
+  };
+  const holding = Promise.all([hold(), hold()]);
   await sleep(Math.min(50, ms / 5));
   return holding;
 }
@@ -66,6 +72,19 @@ async function records(keys: string[]) {
 }
 
 describe("first executions in batches", () => {
+  it("runs a call alone when no other is in flight, and batches only calls that come while others run", async () => {
+    const config = batched(2);
+    const before = batchStatsOf(t.db);
+    for (let i = 0; i < 5; i++) await runIdempotent(t.db, operation(randomUUID()), config);
+    // One at a time: none reached a runner.
+    expect(batchStatsOf(t.db).submitted).toBe(before.submitted);
+    const keys = Array.from({ length: 20 }, () => randomUUID());
+    await Promise.all(keys.map((key) => runIdempotent(t.db, operation(key), config)));
+    // Together: the first ran alone, the others that came while it ran went to the runners.
+    expect(batchStatsOf(t.db).submitted - before.submitted).toBe(19);
+    for (const key of keys) expect(await countEffects(t, key)).toBe(1);
+  });
+
   it("runs 60 keys × 3 concurrent copies: one effect and one record per key, every copy the same answer", async () => {
     const config = batched(2);
     const before = batchStatsOf(t.db);

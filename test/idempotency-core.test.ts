@@ -12,7 +12,7 @@ import {
   type IdempotencyConfig,
   type IdempotentOperation,
   runIdempotent,
-} from "~/server/idempotency";
+} from "~/server/operations";
 import { createTestDatabase, type TestDatabase } from "./support/database";
 import {
   countEffects,

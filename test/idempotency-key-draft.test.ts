@@ -2,8 +2,8 @@ import { randomUUID } from "node:crypto";
 import { request as httpRequest } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createDb, type Db } from "~/server/db/client";
-import { acquire, fingerprint } from "~/server/idempotency";
-import { preferredWaitS } from "~/server/rest/operation";
+import { acquire, fingerprint } from "~/server/operations";
+import { preferredWaitS } from "~/server/rest/rest-route";
 import { type AppServer, startAppServer } from "./support/app-server";
 import { createTestDatabase, type TestDatabase } from "./support/database";
 

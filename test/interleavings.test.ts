@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
+import { OPERATIONS } from "~/server/all-operations";
 import { CONSUMERS } from "~/server/fulfilment/consumers";
-import { OPERATIONS } from "~/server/operations";
 import { ACTOR_KINDS, PAIRS } from "../scripts/lib/interleavings/pairs";
 
 /** The permutation harness's pairs (npm run interleavings) cover every actor the app has. */

@@ -8,7 +8,7 @@ import { findRouteFiles, parseRoute, type RouteEntry, RouteTable } from "~/host/
 import { ABSORBERS, type IdempotencyEvent } from "~/idempotency";
 import type { AppContext } from "~/server/app-context";
 import { createGateway, DEFAULT_GATEWAY_CONFIG, type GatewayRequest } from "~/server/gateway/gateway";
-import { ReplayCache } from "~/server/idempotency";
+import { ReplayCache } from "~/server/operations";
 import { testAppContext } from "./support/app-context";
 import { createTestDatabase, type TestDatabase } from "./support/database";
 
@@ -163,29 +163,25 @@ describe("REST", () => {
 
 describe("tRPC", () => {
   it("the second replay is the first replay's envelope, byte for byte, from its rendering", async () => {
-    const visit = await post(
-      "/api/trpc/checkout.createOrder",
-      {},
-      JSON.stringify({ json: { requestId: "x" } }),
-    );
+    const visit = await post("/api/trpc/orders.create", {}, JSON.stringify({ json: { requestId: "x" } }));
     expect(visit.status).toBe(400);
     const cookie = (visit.headers["set-cookie"] ?? "").split(";")[0] ?? "";
     const key = randomUUID();
     const body = JSON.stringify({ json: { requestId: key, items: [{ skuId: "SKU-MUG", quantity: 1 }] } });
-    const first = await post("/api/trpc/checkout.createOrder", { cookie }, body);
-    const replay = await post("/api/trpc/checkout.createOrder", { cookie }, body);
-    const known = await post("/api/trpc/checkout.createOrder", { cookie }, body);
+    const first = await post("/api/trpc/orders.create", { cookie }, body);
+    const replay = await post("/api/trpc/orders.create", { cookie }, body);
+    const known = await post("/api/trpc/orders.create", { cookie }, body);
     expect(first.status).toBe(200);
     expect(replay.body).toMatch(/"replayed":true/);
     expect(known).toEqual(replay);
-    expect(await post("/api/trpc/checkout.createOrder", { cookie }, body)).toEqual(replay);
+    expect(await post("/api/trpc/orders.create", { cookie }, body)).toEqual(replay);
     expect(byKey(key)).toEqual([
       ["first", undefined],
       ["replayed", ABSORBERS.cache],
       ["replayed", ABSORBERS.known],
       ["replayed", ABSORBERS.known],
     ]);
-    const fifth = await post("/api/trpc/checkout.createOrder", { cookie }, body);
+    const fifth = await post("/api/trpc/orders.create", { cookie }, body);
     expect(fifth.status).toBe(429);
     expect(fifth.body).toContain("RATE_LIMITED");
     expect(admitted.filter((request) => request.key === key)).toHaveLength(5);

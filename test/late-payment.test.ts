@@ -69,7 +69,7 @@ describe("a success that arrives after the order stopped waiting for it", () => 
   }) => {
     const userId = randomUUID();
     const caller = createCaller({ app, userId, requestId: randomUUID() });
-    const { orderId } = await caller.checkout.createOrder({
+    const { orderId } = await caller.orders.create({
       requestId: randomUUID(),
       items: [{ skuId: "SKU-MUG", quantity: 1 }],
     });

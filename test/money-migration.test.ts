@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { fingerprint } from "~/server/idempotency";
+import { fingerprint } from "~/server/operations";
 import { type DatabaseBefore, databaseBefore } from "./support/migrations";
 
 /**

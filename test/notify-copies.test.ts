@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import type { AppContext } from "~/server/app-context";
 import type { Db } from "~/server/db/client";
-import { handlePaymentNotification } from "~/server/payments/notify";
+import { handlePaymentNotification } from "~/server/payments/notification-receive";
 import { signBody } from "~/shared/provider-contract";
 import { describe, expect, test } from "./support/fixtures";
 import { notifyAsProvider, orderAwaitingPayment } from "./support/scenarios";

@@ -10,12 +10,12 @@ import {
 } from "~/server/admin/alerts";
 import { renderMetrics } from "~/server/admin/metrics";
 import type { AppContext } from "~/server/app-context";
-import { runIdempotent } from "~/server/idempotency";
 import { createTelemetry, type IdempotencyEvent, MinuteSeries } from "~/server/observability/observer";
 import { withRequestContext } from "~/server/observability/request-context";
+import { runIdempotent } from "~/server/operations";
 import { createOrder } from "~/server/orders/create-order";
 import { createPayment } from "~/server/payments/create-payment";
-import { handlePaymentNotification } from "~/server/payments/notify";
+import { handlePaymentNotification } from "~/server/payments/notification-receive";
 import { lastReconciliation, reconcileWhenDue } from "~/server/reconciliation/reconcile";
 import { createLogger } from "~/shared/logger";
 import { signBody } from "~/shared/provider-contract";

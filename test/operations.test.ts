@@ -1,11 +1,12 @@
 import { randomUUID } from "node:crypto";
 import { existsSync } from "node:fs";
 import path from "node:path";
+import { OPERATIONS } from "~/server/all-operations";
 import type { AppContext } from "~/server/app-context";
-import type { AnyOperation } from "~/server/idempotency";
-import { OPERATIONS } from "~/server/operations";
-import { handleOperation } from "~/server/rest/operation";
+import type { AnyOperation } from "~/server/operations";
+import { handleOperation } from "~/server/rest/rest-route";
 import { signApiToken } from "~/server/session/session";
+import type { ProcedureMeta } from "~/server/trpc/init";
 import { appRouter, createCaller } from "~/server/trpc/root";
 import type { TestDatabase } from "./support/database";
 import { describe, expect, test } from "./support/fixtures";
@@ -28,7 +29,7 @@ interface Scenario {
 const mug = [{ skuId: "SKU-MUG", quantity: 1 }];
 
 async function placeOrder(app: AppContext, userId: string) {
-  const order = await createCaller({ app, userId, requestId: randomUUID() }).checkout.createOrder({
+  const order = await createCaller({ app, userId, requestId: randomUUID() }).orders.create({
     requestId: randomUUID(),
     items: mug,
   });
@@ -109,6 +110,29 @@ describe("every defined operation", () => {
   });
 });
 
+describe("a deprecated name", () => {
+  test("checkout.createOrder is orders.create: one key under either name, one order", async ({
+    app,
+    database,
+  }) => {
+    const userId = randomUUID();
+    const caller = createCaller({ app, userId, requestId: randomUUID() });
+    const input = { requestId: randomUUID(), items: mug };
+    const [first, ...copies] = await Promise.all([
+      caller.orders.create(input),
+      ...Array.from({ length: 10 }, (_, i) =>
+        i % 2 ? caller.orders.create(input) : caller.checkout.createOrder(input),
+      ),
+    ]);
+    for (const copy of copies) expect(copy.orderId).toBe(first?.orderId);
+    const [{ n }] = (await database.sql`SELECT count(*)::int AS n FROM orders WHERE user_id = ${userId}`) as [
+      { n: number },
+    ];
+    expect(n).toBe(1);
+    expect(metaOf(appRouter.checkout.createOrder)?.deprecatedFor).toBe("orders.create");
+  });
+});
+
 describe.each(operations.map((op) => [op.name, op] as const))(`%s, ${COPIES} copies at once`, (name, op) => {
   const scenario = SCENARIOS[name] as Scenario;
 
@@ -168,16 +192,20 @@ describe.each(operations.map((op) => [op.name, op] as const))(`%s, ${COPIES} cop
   });
 });
 
-/** The router path of the procedure that mounts an operation, e.g. `checkout.createOrder`. */
+/** The router path of the procedure that mounts an operation, e.g. `orders.create` (not a deprecated name). */
 function trpcPathOf(name: string): [string, string] {
   const found = Object.entries(appRouter._def.procedures).find(
-    ([, procedure]) => operationOf(procedure) === name,
+    ([, procedure]) => operationOf(procedure) === name && !metaOf(procedure)?.deprecatedFor,
   );
   if (!found) throw new Error(`no procedure mounts ${name}`);
   const [router, procedure] = found[0].split(".");
   return [router ?? "", procedure ?? ""];
 }
 
+function metaOf(procedure: unknown): ProcedureMeta | undefined {
+  return (procedure as { _def: { meta?: ProcedureMeta } })._def.meta;
+}
+
 function operationOf(procedure: unknown): string | undefined {
-  return (procedure as unknown as { _def: { meta?: { operation?: string } } })._def.meta?.operation;
+  return metaOf(procedure)?.operation?.name;
 }

@@ -3,12 +3,12 @@ import { readFileSync } from "node:fs";
 import pino from "pino";
 import { onTestFinished } from "vitest";
 import { ABSORBERS } from "~/idempotency/events";
+import { OPERATIONS } from "~/server/all-operations";
 import type { AppContext } from "~/server/app-context";
 import { handleConsumeJob } from "~/server/fulfilment/worker";
-import { ReplayCache } from "~/server/idempotency";
 import { AttemptLog } from "~/server/observability/attempt-log";
 import { CONSUMER_ABSORBERS, createTelemetry } from "~/server/observability/observer";
-import { OPERATIONS } from "~/server/operations";
+import { ReplayCache } from "~/server/operations";
 import { createOrderOperation } from "~/server/orders/create-order";
 import { orderStory, STORY_OPERATIONS } from "~/server/story/story";
 import { createCaller } from "~/server/trpc/root";
@@ -98,7 +98,7 @@ describe("the story of one order, from what the layers recorded", () => {
       await lock`BEGIN`;
       await lock`LOCK TABLE orders IN SHARE ROW EXCLUSIVE MODE`;
       const calls = Array.from({ length: 30 }, () =>
-        createCaller({ app, userId, requestId: randomUUID() }).checkout.createOrder({
+        createCaller({ app, userId, requestId: randomUUID() }).orders.create({
           requestId,
           items: [{ skuId: "SKU-MUG", quantity: 1 }],
         }),
@@ -139,7 +139,7 @@ describe("the story of one order, from what the layers recorded", () => {
     const app = recording(plain);
     const userId = randomUUID();
     const caller = createCaller({ app, userId, requestId: randomUUID() });
-    const { orderId } = await caller.checkout.createOrder({
+    const { orderId } = await caller.orders.create({
       requestId: randomUUID(),
       items: [{ skuId: "SKU-MUG", quantity: 1 }],
     });
@@ -265,7 +265,7 @@ describe("the story of one order, from what the layers recorded", () => {
       app,
       userId: owner,
       requestId: randomUUID(),
-    }).checkout.createOrder({
+    }).orders.create({
       requestId: randomUUID(),
       items: [{ skuId: "SKU-MUG", quantity: 1 }],
     });

@@ -3,7 +3,7 @@ import type { AppContext } from "~/server/app-context";
 import { handleConsumeJob } from "~/server/fulfilment/worker";
 import { reconcile } from "~/server/reconciliation/reconcile";
 import { createRefundOperation } from "~/server/refunds/create-refund";
-import { handleOperation } from "~/server/rest/operation";
+import { handleOperation } from "~/server/rest/rest-route";
 import { signApiToken } from "~/server/session/session";
 import { createCaller } from "~/server/trpc/root";
 import type { TestDatabase } from "./support/database";

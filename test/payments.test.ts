@@ -12,7 +12,7 @@ import { alertsFrom, opsFigures } from "~/server/admin/alerts";
 import type { AppContext } from "~/server/app-context";
 import { createOrder } from "~/server/orders/create-order";
 import { createPayment } from "~/server/payments/create-payment";
-import { handlePaymentNotification } from "~/server/payments/notify";
+import { handlePaymentNotification } from "~/server/payments/notification-receive";
 import { RefusalTally } from "~/server/payments/refused-notifications";
 import { syncPaymentStatus, syncStalePayments } from "~/server/payments/status-query";
 import { reconcile } from "~/server/reconciliation/reconcile";
@@ -405,7 +405,7 @@ describe("payments.create", () => {
   it("returns one payment for 20 concurrent calls", async () => {
     const userId = randomUUID();
     const caller = createCaller({ app, userId, requestId: randomUUID() });
-    const order = await caller.checkout.createOrder({
+    const order = await caller.orders.create({
       requestId: randomUUID(),
       items: [{ skuId: "SKU-KETTLE", quantity: 1 }],
     });

@@ -12,6 +12,7 @@ import {
   RouteTable,
 } from "~/host/route-table";
 import type { AppContext } from "~/server/app-context";
+import { signSession } from "~/server/session/session";
 import { signBody } from "~/shared/provider-contract";
 import { describe, expect, test } from "./support/fixtures";
 
@@ -406,7 +407,7 @@ describe("tRPC: the production host's direct mutation path and tRPC's fetch adap
   test("a first visit without a cookie: a new shopper's session, and its order", async () => {
     const keys = { plain: randomUUID(), web: randomUUID() };
     const first = await both((host) => ({
-      ...trpc("checkout.createOrder", order(keys[host])),
+      ...trpc("orders.create", order(keys[host])),
       headers: { "content-type": "application/json" },
     }));
     expect(first.plain).toMatch(/^HTTP\/1\.1 200 [\s\S]*set-cookie: checkout_session=/);
@@ -418,10 +419,10 @@ describe("tRPC: the production host's direct mutation path and tRPC's fetch adap
 
   test("first executions, then replays of one key on either host", async () => {
     const keys = { plain: randomUUID(), web: randomUUID() };
-    const first = await both((host) => trpc("checkout.createOrder", order(keys[host])));
+    const first = await both((host) => trpc("orders.create", order(keys[host])));
     expect(first.plain).toMatch(/^HTTP\/1\.1 200 /);
     expect(made(first.plain)).toBe(made(first.web));
-    const replay = await both(trpc("checkout.createOrder", order(keys.web)));
+    const replay = await both(trpc("orders.create", order(keys.web)));
     expect(replay.plain).toMatch(/"replayed":true/);
     expect(replay.plain).toBe(replay.web);
   });
@@ -429,18 +430,18 @@ describe("tRPC: the production host's direct mutation path and tRPC's fetch adap
   const cases: [string, () => Raw, RegExp][] = [
     [
       "invalid input (400, field errors)",
-      () => trpc("checkout.createOrder", { requestId: "x", items: [] }),
+      () => trpc("orders.create", { requestId: "x", items: [] }),
       / 400 /,
     ],
     [
       "a key reused with another order (422)",
-      () => trpc("checkout.createOrder", order(reusedKey, 2)),
+      () => trpc("orders.create", order(reusedKey, 2)),
       / 422 [\s\S]*IDEMPOTENCY_KEY_REUSED/,
     ],
     [
       "a stored refusal replayed (412)",
       () =>
-        trpc("checkout.createOrder", {
+        trpc("orders.create", {
           requestId: scarceKey,
           items: [{ skuId: "SKU-LIMITED", quantity: 50 }],
         }),
@@ -448,16 +449,12 @@ describe("tRPC: the production host's direct mutation path and tRPC's fetch adap
     ],
     ["an unknown procedure (404)", () => trpc("checkout.nothing", {}), / 404 /],
     ["a query sent as a POST (405)", () => trpc("catalog.list", undefined), / 405 /],
-    [
-      "a body that is not JSON (400)",
-      () => ({ ...trpc("checkout.createOrder", {}), body: "{json:" }),
-      / 400 /,
-    ],
-    ["an empty body (400)", () => ({ ...trpc("checkout.createOrder", {}), body: "" }), / 400 /],
+    ["a body that is not JSON (400)", () => ({ ...trpc("orders.create", {}), body: "{json:" }), / 400 /],
+    ["an empty body (400)", () => ({ ...trpc("orders.create", {}), body: "" }), / 400 /],
     [
       "another content type (415)",
       () => ({
-        ...trpc("checkout.createOrder", order(randomUUID())),
+        ...trpc("orders.create", order(randomUUID())),
         headers: { "content-type": "text/plain", cookie },
       }),
       / 415 /,
@@ -466,7 +463,7 @@ describe("tRPC: the production host's direct mutation path and tRPC's fetch adap
       "a batch of two (fetch adapter)",
       () => ({
         method: "POST",
-        path: "/api/trpc/checkout.createOrder,checkout.createOrder?batch=1",
+        path: "/api/trpc/orders.create,orders.create?batch=1",
         headers: { "content-type": "application/json", cookie },
         body: JSON.stringify({ 0: { json: order(reusedKey) }, 1: { json: order(reusedKey) } }),
       }),
@@ -491,11 +488,11 @@ describe("tRPC: the production host's direct mutation path and tRPC's fetch adap
   const reusedKey = randomUUID();
   const scarceKey = randomUUID();
   test("the keys the cases below reuse", async () => {
-    expect(await send(plain, trpc("checkout.createOrder", order(reusedKey)))).toMatch(/ 200 /);
+    expect(await send(plain, trpc("orders.create", order(reusedKey)))).toMatch(/ 200 /);
     expect(
       await send(
         web,
-        trpc("checkout.createOrder", {
+        trpc("orders.create", {
           requestId: scarceKey,
           items: [{ skuId: "SKU-LIMITED", quantity: 50 }],
         }),
@@ -520,8 +517,8 @@ describe("tRPC: the production host's direct mutation path and tRPC's fetch adap
     };
     try {
       const key = randomUUID();
-      await send(plain, trpc("checkout.createOrder", order(key)));
-      const limited = await both(trpc("checkout.createOrder", order(key)));
+      await send(plain, trpc("orders.create", order(key)));
+      const limited = await both(trpc("orders.create", order(key)));
       expect(limited.plain).toMatch(/ 429 [\s\S]*retry-after: \d/);
       const clock = (answer: string) => answer.replace(/"retryAfterMs":\d+/, '"retryAfterMs":<ms>');
       expect(clock(limited.plain)).toBe(clock(limited.web));
@@ -534,7 +531,7 @@ describe("tRPC: the production host's direct mutation path and tRPC's fetch adap
 test("a shop page's write is answered without a Web Request: the direct path does not hand it on", async ({
   app,
 }) => {
-  const { plainTrpc } = await import("~/server/trpc/http");
+  const { plainTrpc } = await import("~/server/trpc/handler");
   const handedOn = vi.fn(async () => new Request("http://127.0.0.1/"));
   const body = JSON.stringify({
     json: { requestId: randomUUID(), items: [{ skuId: "SKU-MUG", quantity: 1 }] },
@@ -546,10 +543,83 @@ test("a shop page's write is answered without a Web Request: the direct path doe
     text: async () => body,
     toWeb: handedOn,
   });
-  const answer = await plainTrpc(app, request("/api/trpc/checkout.createOrder"));
+  const answer = await plainTrpc(app, request("/api/trpc/orders.create"));
   expect(answer.status).toBe(200);
   expect(handedOn).not.toHaveBeenCalled();
   // A batch is the fetch adapter's: handed on.
-  await plainTrpc(app, request("/api/trpc/checkout.createOrder?batch=1")).catch(() => undefined);
+  await plainTrpc(app, request("/api/trpc/orders.create?batch=1")).catch(() => undefined);
   expect(handedOn).toHaveBeenCalledTimes(1);
+});
+
+test("a shop page's write mounts its operation: its input is read once, and a known replay reads it not at all", async ({
+  app: base,
+}) => {
+  const { plainTrpc } = await import("~/server/trpc/handler");
+  const { ReplayCache } = await import("~/server/operations");
+  const app: AppContext = { ...base, idempotency: { ...base.idempotency, cache: new ReplayCache() } };
+  const { createOrderOperation } = await import("~/server/orders/create-order");
+  const schema = createOrderOperation.input;
+  const reads = [
+    vi.spyOn(schema, "parse"),
+    vi.spyOn(schema, "safeParse"),
+    vi.spyOn(schema, "parseAsync"),
+    vi.spyOn(schema, "safeParseAsync"),
+  ];
+  const readsSoFar = () => reads.reduce((sum, spy) => sum + spy.mock.calls.length, 0);
+  const cookie = `checkout_session=${signSession(randomUUID(), app.sessionSecret)}`;
+  const body = JSON.stringify({
+    json: { requestId: randomUUID(), items: [{ skuId: "SKU-MUG", quantity: 1 }] },
+  });
+  const request = () => ({
+    method: "POST",
+    url: "/api/trpc/orders.create",
+    headers: new Headers({ "content-type": "application/json", cookie }),
+    text: async () => body,
+    toWeb: async () => new Request("http://127.0.0.1/"),
+  });
+  try {
+    const answers = [];
+    const counts = [];
+    for (let i = 0; i < 3; i++) {
+      const before = readsSoFar();
+      answers.push(await plainTrpc(app, request()));
+      counts.push(readsSoFar() - before);
+    }
+    expect(answers.map((answer) => answer.status)).toEqual([200, 200, 200]);
+    // The first execution and the first replay each read the input once; the replay after it is known.
+    expect(counts).toEqual([1, 1, 0]);
+    expect(answers[2]?.body).toBe(answers[1]?.body);
+  } finally {
+    for (const spy of reads) spy.mockRestore();
+  }
+});
+
+test("copies of a shop page's write sent at once over the plain host: one order, one answer", async ({
+  app,
+  database,
+}) => {
+  const { plainTrpc } = await import("~/server/trpc/handler");
+  const userId = randomUUID();
+  const cookie = `checkout_session=${signSession(userId, app.sessionSecret)}`;
+  const body = JSON.stringify({
+    json: { requestId: randomUUID(), items: [{ skuId: "SKU-MUG", quantity: 1 }] },
+  });
+  const answers = await Promise.all(
+    Array.from({ length: 20 }, () =>
+      plainTrpc(app, {
+        method: "POST",
+        url: "/api/trpc/orders.create",
+        headers: new Headers({ "content-type": "application/json", cookie }),
+        text: async () => body,
+        toWeb: async () => new Request("http://127.0.0.1/"),
+      }),
+    ),
+  );
+  expect(answers.map((answer) => answer.status)).toEqual(answers.map(() => 200));
+  const orderIds = new Set(answers.map((answer) => JSON.parse(answer.body).result.data.json.orderId));
+  expect(orderIds.size).toBe(1);
+  const [{ n }] = (await database.sql`SELECT count(*)::int AS n FROM orders WHERE user_id = ${userId}`) as [
+    { n: number },
+  ];
+  expect(n).toBe(1);
 });

@@ -94,8 +94,8 @@ describe("npm run dev (Next's development server, same route files)", () => {
     expect((await shopper.visit("/")).status).toBe(200);
     const input = { requestId: randomUUID(), items: [{ skuId: "SKU-MUG", quantity: 1 }] };
     const [first, again] = [
-      await shopper.mutation("checkout.createOrder", input),
-      await shopper.mutation("checkout.createOrder", input),
+      await shopper.mutation("orders.create", input),
+      await shopper.mutation("orders.create", input),
     ];
     expect(first.status).toBe(200);
     expect(again.body.result?.data.json.orderId).toBe(first.body.result?.data.json.orderId);
@@ -112,7 +112,7 @@ describe("npm run dev (Next's development server, same route files)", () => {
     await shopper.visit("/");
     const statuses: number[] = [];
     for (let i = 0; i < 6; i++) {
-      const answer = await shopper.mutation("checkout.createOrder", {
+      const answer = await shopper.mutation("orders.create", {
         requestId: randomUUID(),
         items: [{ skuId: "SKU-MUG", quantity: 1 }],
       });

@@ -61,7 +61,7 @@ describe("reconciliation", () => {
   it("reports an order whose successful refunds add up to its payment but is not REFUNDED", async () => {
     const { orderId } = await placePaidOrder(app, [{ skuId: "SKU-MUG", quantity: 1 }]);
     await fulfil(orderId);
-    // Two refunds that succeeded together, each summing without the other (the race notify.ts now locks out).
+    // Two refunds that succeeded together, each summing without the other (the race notification-apply.ts locks out).
     await t.sql`
       INSERT INTO refund_order (user_id, refund_no, provider_refund_no, order_id, payment_id, amount_cents, currency, reason, status)
       SELECT o.user_id, 'R-' || n, gen_random_uuid()::text, p.order_id, p.id,

@@ -7,7 +7,7 @@ import type { AppContext } from "~/server/app-context";
 import { handleConsumeJob } from "~/server/fulfilment/worker";
 import { createOrder } from "~/server/orders/create-order";
 import { createPayment } from "~/server/payments/create-payment";
-import { handlePaymentNotification } from "~/server/payments/notify";
+import { handlePaymentNotification } from "~/server/payments/notification-receive";
 import { syncStalePayments } from "~/server/payments/status-query";
 import { reconcile } from "~/server/reconciliation/reconcile";
 import { submitPendingRefunds } from "~/server/refunds/submit";
@@ -233,7 +233,7 @@ describe("refunds", () => {
     await expect(
       callerFor(randomUUID()).refunds.create({ orderId, refundNo: `R-${randomUUID()}`, amountCents: 1 }),
     ).rejects.toMatchObject({ code: "NOT_FOUND" });
-    const unpaid = await caller.checkout.createOrder({
+    const unpaid = await caller.orders.create({
       requestId: randomUUID(),
       items: [{ skuId: "SKU-MUG", quantity: 1 }],
     });

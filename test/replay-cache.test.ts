@@ -8,7 +8,7 @@ import {
   type IdempotentOperation,
   ReplayCache,
   runIdempotent,
-} from "~/server/idempotency";
+} from "~/server/operations";
 import { createTestDatabase, type TestDatabase } from "./support/database";
 import {
   countEffects,

@@ -1,14 +1,14 @@
 import { randomUUID } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import type { MockPayContext } from "~/mockpay/server/context";
-import { deleteExpiredRecords } from "~/server/idempotency";
+import { deleteExpiredRecords } from "~/server/operations";
 import { createOrderOperation } from "~/server/orders/create-order";
 import { createPaymentOperation } from "~/server/payments/create-payment";
 import { createRefundOperation } from "~/server/refunds/create-refund";
 import { getOrder, postToken } from "~/server/rest/handlers";
-import type { RestDeps } from "~/server/rest/http";
 import { openApiDocument } from "~/server/rest/openapi";
-import { handleOperation } from "~/server/rest/operation";
+import type { RestDeps } from "~/server/rest/protocol";
+import { handleOperation } from "~/server/rest/rest-route";
 import { REVOCATION_CACHE_MS } from "~/server/session/api-tokens";
 import { signApiToken } from "~/server/session/session";
 import { createCaller } from "~/server/trpc/root";

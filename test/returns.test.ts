@@ -216,7 +216,7 @@ describe("a refund of goods that have shipped", () => {
     await consumeOrderEvents(app.db, paid.orderId);
     expect((await caller.coupons.list())[0]?.state).toBe("REVOKED");
     await expect(
-      caller.checkout.createOrder({
+      caller.orders.create({
         requestId: randomUUID(),
         items: [{ skuId: "SKU-MUG", quantity: 1 }],
         couponCode: coupon?.code,

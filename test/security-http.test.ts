@@ -79,7 +79,7 @@ describe("bodies", () => {
     const before = await countRows();
     const big = "x".repeat(2 * 1024 * 1024);
     const { answers } = await rawExchange(port, [
-      `POST /api/trpc/checkout.createOrder HTTP/1.1\r\nHost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: ${big.length}\r\n\r\n${big}`,
+      `POST /api/trpc/orders.create HTTP/1.1\r\nHost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: ${big.length}\r\n\r\n${big}`,
       healthy,
     ]);
     expectProblem(answers[0], 413);
@@ -122,7 +122,7 @@ describe("bodies", () => {
       `{"json":{},"meta":{"values":${"[".repeat(20_000)}${"]".repeat(20_000)}}}`,
       '{"json":{},"meta":{"values":{"a":["nonsense"]}}}',
     ]) {
-      const response = await fetch(`${server.baseUrl}/api/trpc/checkout.createOrder`, {
+      const response = await fetch(`${server.baseUrl}/api/trpc/orders.create`, {
         method: "POST",
         headers: { "content-type": "application/json", cookie: shopper.sessionCookie },
         body,
@@ -255,7 +255,7 @@ describe("unverified notifications", () => {
   it("one naming a shopper's payment is refused 401, counted, and never reaches that payment's timeline", async () => {
     const shopper = new HttpShopper(server.baseUrl);
     await shopper.visit("/api/trpc/catalog.list");
-    const order = await shopper.mutation("checkout.createOrder", {
+    const order = await shopper.mutation("orders.create", {
       requestId: crypto.randomUUID(),
       items: [{ skuId: "SKU-MUG", quantity: 1 }],
     });
@@ -339,7 +339,7 @@ describe("MockPay's Confirm and Cancel", () => {
   async function openPayment() {
     const shopper = new HttpShopper(server.baseUrl);
     await shopper.visit("/api/trpc/catalog.list");
-    const order = await shopper.mutation("checkout.createOrder", {
+    const order = await shopper.mutation("orders.create", {
       requestId: crypto.randomUUID(),
       items: [{ skuId: "SKU-MUG", quantity: 1 }],
     });
@@ -422,7 +422,7 @@ describe("cross-site posts to tRPC", () => {
       ["application/x-www-form-urlencoded", `json=${encodeURIComponent(input)}`],
       [undefined, multipart],
     ] as const) {
-      const response = await fetch(`${server.baseUrl}/api/trpc/checkout.createOrder`, {
+      const response = await fetch(`${server.baseUrl}/api/trpc/orders.create`, {
         method: "POST",
         headers: {
           cookie: shopper.sessionCookie,

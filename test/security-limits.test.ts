@@ -130,7 +130,7 @@ describe("writes", () => {
       ]),
     );
     const response = await fetch(
-      `${proxied.baseUrl}/api/trpc/${Array(10).fill("checkout.createOrder").join(",")}?batch=1`,
+      `${proxied.baseUrl}/api/trpc/${Array(10).fill("orders.create").join(",")}?batch=1`,
       {
         method: "POST",
         headers: { ...from("203.0.113.20"), cookie, "content-type": "application/json" },

@@ -1,9 +1,9 @@
 import { randomUUID } from "node:crypto";
 import type { AppContext } from "~/server/app-context";
 import { deleteTokens, postToken } from "~/server/rest/handlers";
-import type { RestDeps } from "~/server/rest/http";
+import type { RestDeps } from "~/server/rest/protocol";
 import { SESSION_COOKIE, SESSION_ROTATE_AFTER_MS, signSession } from "~/server/session/session";
-import { handleTrpcRequest } from "~/server/trpc/http";
+import { handleTrpcRequest } from "~/server/trpc/handler";
 import { fromWebRequest } from "~/shared/plain-http";
 import { describe, expect, test } from "./support/fixtures";
 
@@ -15,7 +15,7 @@ import { describe, expect, test } from "./support/fixtures";
 
 /** A tRPC call over HTTP as a browser makes it, with a session cookie; the answer and any cookie set. */
 async function call(app: AppContext, cookie: string | undefined, path: string, input?: unknown) {
-  const mutation = path.startsWith("session.") || path.startsWith("checkout.");
+  const mutation = path.startsWith("session.") || path === "orders.create";
   const url = new URL(`http://127.0.0.1/api/trpc/${path}`);
   if (!mutation && input !== undefined) url.searchParams.set("input", JSON.stringify({ json: input }));
   const response = await handleTrpcRequest(
@@ -40,7 +40,7 @@ describe("signing out everywhere else", () => {
   test("a copy of the cookie taken before reads nothing of the shopper's and mints no token; the browser goes on", async ({
     app,
   }) => {
-    const first = await call(app, undefined, "checkout.createOrder", { requestId: randomUUID(), items: mug });
+    const first = await call(app, undefined, "orders.create", { requestId: randomUUID(), items: mug });
     expect(first.status).toBe(200);
     const cookie = first.cookie ?? "";
     const stolen = cookie;

@@ -168,7 +168,7 @@ describe("every statement of an order's life names its shopper", () => {
     };
 
     // An order paid and fulfilled: it earns a coupon.
-    const first = await caller.checkout.createOrder({
+    const first = await caller.orders.create({
       requestId: randomUUID(),
       items: [
         { skuId: "SKU-MUG", quantity: 2 },
@@ -179,7 +179,7 @@ describe("every statement of an order's life names its shopper", () => {
     const [coupon] = await caller.coupons.list();
     expect(coupon?.state).toBe("AVAILABLE");
     // A second order spends it, is paid, and is refunded one line, then the rest.
-    const second = await caller.checkout.createOrder({
+    const second = await caller.orders.create({
       requestId: randomUUID(),
       items: [
         { skuId: "SKU-GRINDER", quantity: 1 },
@@ -216,13 +216,13 @@ describe("every statement of an order's life names its shopper", () => {
     await deliver();
     await consumeAll();
     // An order cancelled with its payment open, and one left unpaid until the timeout closes it.
-    const cancelled = await caller.checkout.createOrder({
+    const cancelled = await caller.orders.create({
       requestId: randomUUID(),
       items: [{ skuId: "SKU-MUG", quantity: 1 }],
     });
     await caller.payments.create({ orderId: cancelled.orderId });
     expect((await caller.orders.cancel({ orderId: cancelled.orderId })).status).toBe("CLOSED");
-    const abandoned = await caller.checkout.createOrder({
+    const abandoned = await caller.orders.create({
       requestId: randomUUID(),
       items: [{ skuId: "SKU-MUG", quantity: 1 }],
     });

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { processCloseRequest } from "~/mockpay/server/closes";
 import { processRefundRequest } from "~/mockpay/server/refunds";
-import { handlePaymentNotification } from "~/server/payments/notify";
+import { handlePaymentNotification } from "~/server/payments/notification-receive";
 import { createCaller } from "~/server/trpc/root";
 import { CLOSE_API, REFUND_API, signBody } from "~/shared/provider-contract";
 import { describe, expect, test } from "./support/fixtures";

@@ -1,12 +1,12 @@
 import { describe, expect, it } from "vitest";
 import { STATUS_TEXTS, statusText } from "~/client/status-labels";
+import { IDEMPOTENCY_STATUSES } from "~/server/db/schema/infrastructure";
 import {
   NOTIFICATION_OUTCOMES,
   ORDER_STATUSES,
   PAYMENT_STATUSES,
   REFUND_STATUSES,
 } from "~/server/db/schema/merchant";
-import { IDEMPOTENCY_STATUSES } from "~/server/db/schema/operations";
 
 describe("every status the schema allows has words for a person", () => {
   const cases = [

@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { runIdempotent } from "~/server/idempotency";
+import { runIdempotent } from "~/server/operations";
 import { createTestDatabase, type TestDatabase } from "./support/database";
 
 /**

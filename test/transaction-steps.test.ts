@@ -5,9 +5,10 @@ import type { Db } from "~/server/db/client";
 import { closeDb } from "~/server/db/client";
 import { SHIPPING_STEPS } from "~/server/fulfilment/consumers";
 import { handleConsumeJob } from "~/server/fulfilment/worker";
-import { runOperation } from "~/server/idempotency";
+import { runOperation } from "~/server/operations";
 import { CANCEL_STEPS, cancelOrderOperation } from "~/server/orders/cancel-order";
-import { APPLY_SUCCESS_STEPS, handlePaymentNotification } from "~/server/payments/notify";
+import { APPLY_SUCCESS_STEPS } from "~/server/payments/notification-apply";
+import { handlePaymentNotification } from "~/server/payments/notification-receive";
 import type { TransactionSteps } from "~/shared/transaction-steps";
 import type { Gate } from "../scripts/lib/interleavings/gate";
 import {

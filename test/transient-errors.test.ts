@@ -1,9 +1,9 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, describe, expect, it } from "vitest";
 import { closeDb, createDb } from "~/server/db/client";
-import { errorResponse } from "~/server/rest/http";
+import { errorResponse } from "~/server/rest/protocol";
 import { SESSION_COOKIE, signSession } from "~/server/session/session";
-import { handleTrpcRequest } from "~/server/trpc/http";
+import { handleTrpcRequest } from "~/server/trpc/handler";
 import { testAppContext } from "./support/app-context";
 
 /**

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { z } from "zod";
 import type { AppContext } from "~/server/app-context";
-import { handleTrpcRequest } from "~/server/trpc/http";
+import { handleTrpcRequest } from "~/server/trpc/handler";
 import { router, shopperProcedure } from "~/server/trpc/init";
 import { getLogger } from "~/shared/logger";
 

@@ -1,6 +1,6 @@
 import { expect, type Page, type Request } from "@playwright/test";
 
-export const CREATE_ORDER = "**/api/trpc/checkout.createOrder**";
+export const CREATE_ORDER = "**/api/trpc/orders.create**";
 
 /** The shop as a shopper sees it. */
 export class ShopPage {
@@ -8,7 +8,7 @@ export class ShopPage {
 
   constructor(readonly page: Page) {
     page.on("request", (request) => {
-      if (request.url().includes("checkout.createOrder")) this.createOrderCalls.push(request);
+      if (request.url().includes("orders.create")) this.createOrderCalls.push(request);
     });
   }
 

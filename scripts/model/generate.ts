@@ -1,7 +1,8 @@
 /**
  * Writes the generated half of the SPIN model (model/generated.pml) from the state machines the code uses
  * (src/server/db/machines.ts): every state as an mtype constant, and every transition as an inline that does
- * what the code's conditional update does, atomically: from one of its FROM states to its TO, or nothing
+ * what the code's conditional update does, atomically: from one of its FROM states to its TO (NONE for a
+ * deletion), or nothing
  * (`ok` says which). The hand-written half (model/checkout.pml) is the environment and the services that
  * call these transitions; it includes this file, so the model cannot use a transition the code does not have.
  */
@@ -42,7 +43,11 @@ export function generateModel(machines: readonly Machine<string, string>[] = MOD
     const m = IN_MODEL[machine.name];
     if (!m) continue;
     lines.push(`/* ${machine.name} (${machine.table}) */`);
-    for (const [name, t] of Object.entries<Transition<string>>(machine.transitions)) {
+    const moves = [
+      ...Object.entries<Transition<string>>(machine.transitions),
+      ...Object.entries(machine.deletions ?? {}).map(([name, d]) => [name, { ...d, to: "NONE" }] as const),
+    ];
+    for (const [name, t] of moves) {
       const target = m.indexed ? `${m.variable}[i]` : m.variable;
       const from = t.from.length === 0 ? [`${m.prefix}_NONE`] : t.from.map((state) => `${m.prefix}_${state}`);
       const params = m.indexed ? "i, ok" : "ok";

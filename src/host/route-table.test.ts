@@ -121,7 +121,7 @@ describe("a request target's path and query", () => {
   it("read by hand for a plain path, as new URL reads it for every target", () => {
     for (const raw of [
       "/api/v1/orders",
-      "/api/trpc/checkout.createOrder",
+      "/api/trpc/orders.create",
       "/api/v1/orders/0b0e0f36-0000-4000-8000-000000000000/refunds",
       "/",
       "/api/v1/orders/",

@@ -24,7 +24,7 @@
  * the same modules. That is why the app's and MockPay's contexts and the background jobs
  * are kept on `globalThis` (one pool, one set of jobs per process), and why DomainError is
  * recognised by a Symbol brand rather than by its prototype. Background jobs start in one
- * place: the instrumentation hook (src/host/jobs.ts), which Next runs in this process too.
+ * place: the instrumentation hook (src/host/background-jobs.ts), which Next runs in this process too.
  *
  * SIGTERM / SIGINT: drain (shutdown, below), stop the jobs, close the pools, exit 0. It starts only when it
  * may (./preflight.ts), and answers /healthz and /readyz (./health.ts).
@@ -38,10 +38,10 @@ import { getAppContext } from "~/server/app-context";
 import { closeDb } from "~/server/db/client";
 import { getLogger } from "~/shared/logger";
 import { assertDriverPatched } from "~/shared/postgres-driver";
+import { stopBackgroundJobs } from "./background-jobs";
 import { compileTrust, stampClient } from "./client-address";
 import { createHealth } from "./health";
 import { refuseMalformed } from "./http-guard";
-import { stopBackgroundJobs } from "./jobs";
 import { capConnections, serverTimeouts, wasRefused } from "./limits";
 import { startProblems } from "./preflight";
 import { loadRouteHandlers } from "./route-table";

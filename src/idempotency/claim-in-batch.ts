@@ -1,13 +1,15 @@
+import { type Attempt, attempt, claimInTransaction } from "./claim-in-transaction";
 import { guard } from "./errors";
+import { firstAnswer } from "./outcome";
 import { hasCode, LOCK_NOT_AVAILABLE } from "./postgres";
 import { claimInTransactionStatement, storeInTransactionStatement } from "./record";
-import type { BatchConfig, Call, ExecuteResult, IdempotentResult, RecordStore } from "./types";
-import { versionOf } from "./types";
+import type { Answered, BatchConfig, Call, ExecuteResult, RecordStore } from "./types";
 
 /**
  * Several first executions in one transaction (docs/idempotency.md, "Batches"): one commit, and k + 1 round
- * trips for k calls instead of 2k. Under load, calls of operations declared `batchable` queue here, and each of
- * at most `runners` runners takes up to `maxSize` of them at a time onto one connection:
+ * trips for k calls instead of 2k. A call of an operation declared `batchable` comes here only when other such
+ * calls are in flight beside it (run.ts chooses); each of at most `runners` runners takes up to `maxSize` of the
+ * calls waiting at a time onto one connection:
  *
  *   BEGIN, and a lock_timeout of BATCH_CLAIM_WAIT_MS for the whole transaction
  *   for each call, in key order, one round trip:
@@ -16,7 +18,7 @@ import { versionOf } from "./types";
  *   COMMIT
  *
  * Nothing of a call is seen by anyone before COMMIT, as with a call alone. A call that cannot be settled
- * inside the batch leaves it at once, rolled back to its savepoint, and runs alone (claim-in-transaction.ts):
+ * inside the batch leaves it at once, rolled back to its savepoint, and is settled alone (claim-in-transaction.ts):
  * - its claim found the key taken, or would have waited for a holder (a duplicate never holds a batch up);
  * - its business statements would have waited for a lock: alone, they wait as long as they need (batchable
  *   operations lock nothing another call holds, so this is rare: a table growing, say);
@@ -27,35 +29,33 @@ import { versionOf } from "./types";
  * extended under load, say). It breaks the transaction outside any call's savepoint, so nothing stays, and
  * every call runs alone instead.
  *
- * A batch of one is a call alone, run on the runner (./claim-in-transaction.ts, claimInRunner): the same
- * statements and round trips as without batches, except that its claim, too, waits for no other holder.
+ * A batch of one is one attempt of a call alone (./claim-in-transaction.ts, attempt), made on the runner: the
+ * same statements and round trips, except that its claim waits for no other holder; what it comes to is settled
+ * by claimInTransaction, off the runner.
  */
 
 /** How long a claim on a runner waits for another holder of its key before leaving (to wait elsewhere). */
 export const BATCH_CLAIM_WAIT_MS = 5;
 const BATCH_LOCK_TIMEOUT = `${BATCH_CLAIM_WAIT_MS}ms`;
 
-/** What a call learnt on a runner. */
-export type BatchAnswer<T> =
-  /** Its answer: a first execution. */
-  | { kind: "done"; result: IdempotentResult<T> }
-  /** Its answer, a refusal or an error, final (a batch of one, settled as a call alone is). */
-  | { kind: "threw"; error: unknown }
-  /** Its attempt failed and rolled back: settle it as a failed attempt alone is (store a refusal, or free the key). */
-  | { kind: "failed"; error: unknown }
-  /** Nothing of it happened: run it alone. */
-  | { kind: "alone" };
+/** A call in the next batch; what the batch could not settle is settled alone. */
+export async function claimInBatch<T, Tx>(call: Call<T, Tx>, config: BatchConfig): Promise<Answered<T>> {
+  const answer = await batcherOf(call.store, config).submit(call);
+  return claimInTransaction(call, answer.kind === "alone" || answer.kind === "held" ? undefined : answer);
+}
 
-/** A batch of one, run on the runner. */
-export type RunAlone = (call: Call<unknown, unknown>) => Promise<BatchAnswer<unknown>>;
+/** What a call learnt on a runner: an attempt's result, or "alone" (nothing of it happened: run it alone). */
+type BatchAnswer<T> = Attempt<T> | { kind: "alone" };
 
 interface Waiting {
   call: Call<unknown, unknown>;
   settle: (answer: BatchAnswer<unknown>) => void;
 }
 
-/** Counts, for tests and the bench: how many batches ran, and how many calls they took. */
+/** Counts, for tests and the bench: calls handed to the runners, and the batches (of two or more) they made. */
 export interface BatchStats {
+  /** Calls handed to the runners, a batch of one included. */
+  submitted: number;
   batches: number;
   calls: number;
   largest: number;
@@ -69,10 +69,10 @@ class Batcher {
     private readonly store: RecordStore<unknown>,
     private readonly config: BatchConfig,
     private readonly stats: BatchStats,
-    private readonly alone: RunAlone,
   ) {}
 
   submit<T, Tx>(call: Call<T, Tx>): Promise<BatchAnswer<T>> {
+    this.stats.submitted++;
     return new Promise((settle) => {
       this.waiting.push({ call: call as Call<unknown, unknown>, settle: settle as Waiting["settle"] });
       this.pump();
@@ -94,7 +94,7 @@ class Batcher {
     try {
       const [only] = taken;
       if (taken.length === 1 && only) {
-        only.settle(await this.alone(only.call));
+        only.settle(await attempt(only.call, BATCH_CLAIM_WAIT_MS));
         return;
       }
       this.stats.batches++;
@@ -212,24 +212,10 @@ async function runBatch(store: RecordStore<unknown>, taken: Waiting[]): Promise<
   for (const { index, row, executed, askedAt } of kept) {
     const call = taken[index]?.call;
     if (!call) continue;
-    const expiresAt = new Date(row.expires_at);
-    call.remember({
-      status: "SUCCESS",
-      responseBody: executed.result ?? null,
-      answerVersion: versionOf(call.op),
-      bizId: executed.bizId ?? null,
-      expiresAt,
-      remainingMs: call.config.ttlMs,
-      askedAt,
-    });
+    const held = { expiresAt: new Date(row.expires_at), remainingMs: call.config.ttlMs, askedAt };
     answers[index] = {
       kind: "done",
-      result: {
-        result: executed.result,
-        bizId: executed.bizId ?? null,
-        replayed: false,
-        keyExpiresAt: expiresAt,
-      },
+      answered: firstAnswer(call.op, executed.result, executed.bizId ?? null, held),
     };
   }
   return answers;
@@ -242,15 +228,15 @@ const batchers = new WeakMap<
 >();
 
 /** The batcher of a store under a config, made on first use. */
-export function batcherOf(store: RecordStore<unknown>, config: BatchConfig, alone: RunAlone): Batcher {
+function batcherOf(store: RecordStore<unknown>, config: BatchConfig): Batcher {
   let ofStore = batchers.get(store);
   if (!ofStore) {
-    ofStore = { stats: { batches: 0, calls: 0, largest: 0 }, by: new WeakMap() };
+    ofStore = { stats: { submitted: 0, batches: 0, calls: 0, largest: 0 }, by: new WeakMap() };
     batchers.set(store, ofStore);
   }
   let batcher = ofStore.by.get(config);
   if (!batcher) {
-    batcher = new Batcher(store, config, ofStore.stats, alone);
+    batcher = new Batcher(store, config, ofStore.stats);
     ofStore.by.set(config, batcher);
   }
   return batcher;
@@ -258,5 +244,5 @@ export function batcherOf(store: RecordStore<unknown>, config: BatchConfig, alon
 
 /** How many batches ran on a store, and how many calls they took (tests, the bench). */
 export function batchStats(store: RecordStore<unknown>): BatchStats {
-  return { ...(batchers.get(store)?.stats ?? { batches: 0, calls: 0, largest: 0 }) };
+  return { ...(batchers.get(store)?.stats ?? { submitted: 0, batches: 0, calls: 0, largest: 0 }) };
 }

@@ -1,6 +1,7 @@
-import { BATCH_CLAIM_WAIT_MS, type BatchAnswer, batcherOf } from "./claim-in-batch";
 import { executeUnderLease, sleep } from "./claim-with-lease";
-import { guard, inProgress, storedRefusal, unavailableIfTransient } from "./errors";
+import { guard, inProgress, unavailableIfTransient } from "./errors";
+import { decideOnRecord } from "./existing-record";
+import { firstAnswer, refusalStored, replayStored } from "./outcome";
 import { LOCK_NOT_AVAILABLE, pipelined, UNIQUE_VIOLATION } from "./postgres";
 import {
   claimInTransactionStatement,
@@ -9,11 +10,9 @@ import {
   readRecord,
   recordStatement,
   release,
-  replay,
-  settle,
   storeInTransactionStatement,
 } from "./record";
-import { type Call, type ExecuteResult, type IdempotentResult, versionOf } from "./types";
+import type { Answered, Call } from "./types";
 
 /**
  * The claim as a row of the business transaction, for an operation whose effects are all in this database,
@@ -30,160 +29,144 @@ import { type Call, type ExecuteResult, type IdempotentResult, versionOf } from 
  * crashes, or loses its connection, simply aborts: no claim is left behind, no lease needed. A holder
  * that hangs inside its transaction is ended by the pool's idle_in_transaction_session_timeout.
  *
- * With `config.batch`, a call of an operation declared `batchable` first goes through a batch (./claim-in-batch.ts):
- * several first executions in one transaction. What the batch cannot settle is settled here, as for any call.
+ * `attempt` is one such transaction; `claimInTransaction` tries until the key's answer is known. A batch
+ * (./claim-in-batch.ts) makes the same attempts, several in one transaction, and hands what it cannot
+ * settle to `claimInTransaction`.
  */
-export async function claimInTransaction<T, Tx>(call: Call<T, Tx>): Promise<IdempotentResult<T>> {
-  const batch = call.config.batch;
-  if (!batch || !call.op.batchable) return claimAlone(call);
-  const answer = await batcherOf(call.store as never, batch, claimInRunner as never).submit(call);
-  switch (answer.kind) {
-    case "done":
-      return answer.result;
-    case "threw":
-      throw answer.error;
-    case "failed":
-      return storeOrRelease(call, answer.error);
-    case "alone":
-      return claimAlone(call);
-  }
-}
 
-/** Thrown inside a runner by a call that would wait for another holder: it leaves, and waits outside. */
-const LEFT = Symbol("left the runner");
+/** What one attempt came to. Nothing of it stays unless it is `done`. */
+export type Attempt<T> =
+  /** The claim held and the business writes committed with the outcome. */
+  | { kind: "done"; answered: Answered<T> }
+  /** The key was taken: what its holder stored (undefined: freed since). */
+  | { kind: "taken"; existing: RecordRow | undefined }
+  /** The claim waited for another holder of the key longer than it was allowed to. */
+  | { kind: "held" }
+  /** The business writes (or a statement of the transaction) failed. */
+  | { kind: "failed"; error: unknown };
 
 /**
- * A batch of one: the call as it runs alone, but on a runner, so it waits for no other holder of its key (a
- * claim that would wait, or a key still being worked on, leaves the runner and is settled by `claimAlone`).
+ * The claim, the business writes and the outcome in one transaction on a connection of the call's own. The
+ * claim waits up to `claimWaitMs` for another transaction inserting the same key.
  */
-async function claimInRunner<T, Tx>(call: Call<T, Tx>): Promise<BatchAnswer<T>> {
+export async function attempt<T, Tx>(call: Call<T, Tx>, claimWaitMs: number): Promise<Attempt<T>> {
+  const { store, op, config, requestFingerprint } = call;
+  const conn = await guard(() => store.hold());
+  const askedAt = performance.now();
+  let ended = false;
   try {
-    return { kind: "done", result: await claimAlone(call, BATCH_CLAIM_WAIT_MS) };
+    const [began, clock, claimed, untimed, executed] = await Promise.allSettled([
+      conn.sql`BEGIN`.execute(),
+      // Also the database's clock just before the claim: a holder that finished after it made this one wait.
+      conn.sql<{ started: number }[]>`
+        SELECT set_config('lock_timeout', ${`${claimWaitMs}ms`}, true),
+               extract(epoch FROM clock_timestamp())::float8 AS started`.execute(),
+      claimInTransactionStatement(store, conn.sql, op, requestFingerprint, config).execute(),
+      conn.sql`SET LOCAL lock_timeout TO DEFAULT`.execute(),
+      op.execute(conn.tx),
+    ]);
+    if (began.status === "rejected") return { kind: "failed", error: began.reason };
+    if (claimed.status === "rejected") {
+      const code = (claimed.reason as { code?: string }).code;
+      if (code === LOCK_NOT_AVAILABLE) return { kind: "held" };
+      if (code !== UNIQUE_VIOLATION) return { kind: "failed", error: claimed.reason };
+      // The key is taken and the transaction aborted: end it and read what the holder stored, together.
+      const [, [existing]] = await pipelined([
+        conn.sql`ROLLBACK`.execute(),
+        recordStatement(store, conn.sql, op),
+      ]);
+      ended = true;
+      const started = clock.status === "fulfilled" ? clock.value[0]?.started : undefined;
+      if (existing && started !== undefined && existing.finished > started) {
+        call.trace.waited = true;
+        call.trace.by = "claim";
+      }
+      return { kind: "taken", existing: existing ? { ...existing, askedAt } : undefined };
+    }
+    if (untimed.status === "rejected") return { kind: "failed", error: untimed.reason };
+    if (executed.status === "rejected") return { kind: "failed", error: executed.reason };
+    const [row] = claimed.value;
+    const { result, bizId = null } = executed.value;
+    await pipelined([
+      storeInTransactionStatement(
+        store,
+        conn.sql,
+        op.scope,
+        row?.record_id ?? 0,
+        JSON.stringify(result ?? null),
+        bizId,
+      ).execute(),
+      conn.sql`COMMIT`.execute(),
+    ]);
+    ended = true;
+    const expiresAt = new Date(row?.expires_at ?? 0);
+    return {
+      kind: "done",
+      answered: firstAnswer(op, result, bizId, { expiresAt, remainingMs: config.ttlMs, askedAt }),
+    };
   } catch (error) {
-    return error === LEFT ? { kind: "alone" } : { kind: "threw", error };
+    return { kind: "failed", error };
+  } finally {
+    await conn.close({ ended });
   }
 }
 
-/** The claim, the business writes and the outcome in one transaction of this call's own. `claimWaitMs`: see claimInRunner. */
-async function claimAlone<T, Tx>(call: Call<T, Tx>, claimWaitMs?: number): Promise<IdempotentResult<T>> {
+/**
+ * Attempts until the key's answer is known, within the call's `waitMs`: a first execution; the outcome
+ * another copy stored; the key taken over (a lapsed lease or an expired key), then run under that lease; or
+ * a refusal. `first`: an attempt made already (in a batch).
+ */
+export async function claimInTransaction<T, Tx>(call: Call<T, Tx>, first?: Attempt<T>): Promise<Answered<T>> {
   const { store, op, config, requestFingerprint } = call;
   const deadline = Date.now() + config.waitMs;
+  let tried = first ?? (await attempt(call, waitLeft(deadline)));
   for (;;) {
-    const conn = await guard(() => store.hold());
-    const askedAt = performance.now();
-    let ended = false;
-    let attempt: Attempt;
-    let taken = false;
-    try {
-      const waitMs = claimWaitMs ?? Math.max(1, deadline - Date.now());
-      const [, timed, claimed, , executed] = await Promise.allSettled([
-        conn.sql`BEGIN`.execute(),
-        // Also the database's clock just before the claim: a holder that finished after it made this one wait.
-        conn.sql<{ started: number }[]>`
-          SELECT set_config('lock_timeout', ${`${waitMs}ms`}, true),
-                 extract(epoch FROM clock_timestamp())::float8 AS started`.execute(),
-        claimInTransactionStatement(store, conn.sql, op, requestFingerprint, config).execute(),
-        conn.sql`SET LOCAL lock_timeout TO DEFAULT`.execute(),
-        op.execute(conn.tx),
-      ]);
-      if (claimed.status === "rejected") {
-        const code = (claimed.reason as { code?: string }).code;
-        if (code === UNIQUE_VIOLATION) taken = true;
-        else if (code === LOCK_NOT_AVAILABLE) throw claimWaitMs === undefined ? inProgress(undefined) : LEFT;
-        else throw claimed.reason;
-      } else if (executed.status === "rejected") {
-        throw executed.reason;
+    switch (tried.kind) {
+      case "done":
+        return tried.answered;
+      case "held":
+        throw inProgress(undefined);
+      case "failed":
+        return storeOrRelease(call, tried.error);
+      case "taken": {
+        const found = await decideOnRecord(store, op, tried.existing, requestFingerprint, config, deadline);
+        if (found === "again") break;
+        if (found.kind === "stored") return replayStored(found.outcome, op);
+        return executeUnderLease(call, found.lease);
       }
-      if (taken) {
-        // The transaction is aborted: end it and read what the holder stored, together.
-        const [, [existing]] = await pipelined([
-          conn.sql`ROLLBACK`.execute(),
-          recordStatement(store, conn.sql, op),
-        ]);
-        ended = true;
-        const started = timed.status === "fulfilled" ? timed.value[0]?.started : undefined;
-        if (existing && started !== undefined && existing.finished > started) {
-          call.trace.waited = true;
-          call.trace.by = "claim";
-        }
-        attempt = { existing: existing ? { ...existing, askedAt } : undefined };
-      } else {
-        const [row] = claimed.status === "fulfilled" ? claimed.value : [];
-        const { result, bizId = null } = (executed as PromiseFulfilledResult<ExecuteResult<T>>).value;
-        const body = JSON.stringify(result ?? null);
-        await pipelined([
-          storeInTransactionStatement(store, conn.sql, op.scope, row?.record_id ?? 0, body, bizId).execute(),
-          conn.sql`COMMIT`.execute(),
-        ]);
-        ended = true;
-        const expiresAt = new Date(row?.expires_at ?? 0);
-        call.remember({
-          status: "SUCCESS",
-          responseBody: result ?? null,
-          answerVersion: versionOf(op),
-          bizId,
-          expiresAt,
-          remainingMs: config.ttlMs,
-          askedAt,
-        });
-        return { result, bizId, replayed: false, keyExpiresAt: expiresAt };
-      }
-    } catch (error) {
-      attempt = { failed: error };
-    } finally {
-      await conn.close({ ended });
     }
-    if ("failed" in attempt) {
-      if (attempt.failed === LEFT) throw LEFT;
-      return storeOrRelease(call, attempt.failed);
-    }
-    const found = await settle(store, op, attempt.existing, requestFingerprint, config, deadline);
-    if (found === "again") {
-      if (claimWaitMs !== undefined) throw LEFT;
-      // Released, or a lease holder still at work: give it a moment, then claim again.
-      if (attempt.existing?.status === "PROCESSING") await sleep(10);
-      continue;
-    }
-    if (found.kind === "stored") {
-      call.remember(found.outcome);
-      return replay<T>(found.outcome, op);
-    }
-    return executeUnderLease(call, found.lease);
+    // Freed, or a lease holder still at work: give it a moment, then claim again.
+    if (tried.existing?.status === "PROCESSING") await sleep(10);
+    tried = await attempt(call, waitLeft(deadline));
   }
 }
 
-/** The record another request stored (the key was taken), or what made the attempt fail (rolled back either way). */
-type Attempt = { existing: RecordRow | undefined } | { failed: unknown };
+const waitLeft = (deadline: number) => Math.max(1, deadline - Date.now());
 
 /**
  * After a one-transaction attempt failed (and rolled back: nothing of it is left): a declared refusal is
  * stored as the key's FAILED outcome, unless a duplicate got its own outcome in first (then that one is
  * the answer, for everyone); any other failure leaves the key free, as if the request never came.
  */
-async function storeOrRelease<T, Tx>(call: Call<T, Tx>, error: unknown): Promise<IdempotentResult<T>> {
+async function storeOrRelease<T, Tx>(call: Call<T, Tx>, error: unknown): Promise<Answered<T>> {
   const { store, op, config, requestFingerprint } = call;
   const body = op.refusal?.(error);
   if (!body) throw unavailableIfTransient(error);
   const stored = await insertRefusal(store, op, requestFingerprint, body, config);
-  if (stored) {
-    call.remember({
-      status: "FAILED",
-      responseBody: body,
-      answerVersion: versionOf(op),
-      bizId: null,
-      expiresAt: stored.expiresAt,
-      remainingMs: stored.remainingMs,
-      askedAt: stored.askedAt,
-    });
-    throw storedRefusal(body, stored.expiresAt, error);
-  }
+  if (stored) throw refusalStored(op, body, stored, error);
   // Someone else's outcome is the key's now: answer it, as any duplicate would.
   const existing = await readRecord(store, op);
-  const found = await settle(store, op, existing, requestFingerprint, config, Date.now() + config.waitMs);
+  const found = await decideOnRecord(
+    store,
+    op,
+    existing,
+    requestFingerprint,
+    config,
+    Date.now() + config.waitMs,
+  );
   if (found === "again" || found.kind === "owner") {
     if (found !== "again") await release(store, found.lease);
     throw error;
   }
-  call.remember(found.outcome);
-  return replay<T>(found.outcome, op);
+  return replayStored(found.outcome, op);
 }

@@ -1,30 +1,28 @@
-import { guard, IdempotencyError, leaseLost, storedRefusal, unavailableIfTransient } from "./errors";
+import { guard, IdempotencyError, leaseLost, unavailableIfTransient } from "./errors";
+import { decideOnRecord } from "./existing-record";
+import { firstAnswer, refusalStored, replayStored, storedOutcomeOf } from "./outcome";
 import { pipelined } from "./postgres";
 import {
   claimStatement,
   LEASE_LOST_SQLSTATE,
   readRecord,
   release,
-  replay,
-  settle,
-  storedOutcomeOf,
   storeFailure,
   storeFencedStatement,
   toLease,
 } from "./record";
-import {
-  type Acquired,
-  type Call,
-  type ExecuteResult,
-  type HeldConnection,
-  type IdempotencyConfig,
-  type IdempotentOperation,
-  type IdempotentResult,
-  type KeyRef,
-  type Lease,
-  type RecordStore,
-  type Trace,
-  versionOf,
+import type {
+  Acquired,
+  Answered,
+  Call,
+  ExecuteResult,
+  HeldConnection,
+  IdempotencyConfig,
+  IdempotentOperation,
+  KeyRef,
+  Lease,
+  RecordStore,
+  Trace,
 } from "./types";
 
 /**
@@ -33,13 +31,10 @@ import {
  * connection held, then the business transaction, whose outcome is stored only if the lease is still this
  * holder's (fencing: a holder that was taken over writes nothing).
  */
-export async function claimWithLease<T, Tx>(call: Call<T, Tx>): Promise<IdempotentResult<T>> {
-  const { store, op, requestFingerprint, config, remember } = call;
+export async function claimWithLease<T, Tx>(call: Call<T, Tx>): Promise<Answered<T>> {
+  const { store, op, requestFingerprint, config } = call;
   const acquired = await acquire(store, op, requestFingerprint, config, undefined, call.trace);
-  if (acquired.kind === "stored") {
-    remember(acquired.outcome);
-    return replay<T>(acquired.outcome, op);
-  }
+  if (acquired.kind === "stored") return replayStored(acquired.outcome, op);
   try {
     await op.prepare?.();
   } catch (error) {
@@ -69,7 +64,7 @@ export async function acquire(
     const lease = toLease(claimed[0], askedAt);
     if (lease) return { kind: "owner", lease };
     const existing = await readRecord(store, ref);
-    const found = await settle(store, ref, existing, requestFingerprint, config, deadline);
+    const found = await decideOnRecord(store, ref, existing, requestFingerprint, config, deadline);
     if (found !== "again") return found;
     if (existing?.status === "PROCESSING") {
       trace.waited = true;
@@ -81,24 +76,12 @@ export async function acquire(
 }
 
 /** Runs the business writes under a lease (claimed, taken over or renewed) and stores the outcome, fenced. */
-export async function executeUnderLease<T, Tx>(
-  call: Call<T, Tx>,
-  lease: Lease,
-): Promise<IdempotentResult<T>> {
+export async function executeUnderLease<T, Tx>(call: Call<T, Tx>, lease: Lease): Promise<Answered<T>> {
   const conn = await guard(() => call.store.hold());
-  const attempt = await executeInTransaction(call.store, conn, lease, call.op);
-  await conn.close({ ended: !("failed" in attempt) });
-  if ("failed" in attempt) return failUnderLease(call, lease, attempt.failed);
-  call.remember({
-    status: "SUCCESS",
-    responseBody: attempt.result ?? null,
-    answerVersion: versionOf(call.op),
-    bizId: attempt.bizId,
-    expiresAt: lease.expiresAt,
-    remainingMs: lease.remainingMs,
-    askedAt: lease.askedAt,
-  });
-  return attempt;
+  const executed = await executeInTransaction(call.store, conn, lease, call.op);
+  await conn.close({ ended: !("failed" in executed) });
+  if ("failed" in executed) return failUnderLease(call, lease, executed.failed);
+  return firstAnswer(call.op, executed.result, executed.bizId ?? null, lease);
 }
 
 /**
@@ -115,7 +98,7 @@ async function executeInTransaction<T, Tx>(
   conn: HeldConnection<Tx>,
   lease: Lease,
   op: IdempotentOperation<T, Tx>,
-): Promise<IdempotentResult<T> | { failed: unknown }> {
+): Promise<ExecuteResult<T> | { failed: unknown }> {
   const { sql } = conn;
   let outcome: ExecuteResult<T>;
   try {
@@ -137,7 +120,7 @@ async function executeInTransaction<T, Tx>(
     // The failed call turned the COMMIT into a ROLLBACK: nothing was written.
     return { failed: (error as { code?: string }).code === LEASE_LOST_SQLSTATE ? leaseLost() : error };
   }
-  return { result, bizId, replayed: false, keyExpiresAt: lease.expiresAt };
+  return { result, bizId };
 }
 
 /**
@@ -146,26 +129,13 @@ async function executeInTransaction<T, Tx>(
  * a retry. A lost lease is someone else's key now: its holder's answer is the
  * key's, never this attempt's refusal.
  */
-async function failUnderLease<T, Tx>(
-  call: Call<T, Tx>,
-  lease: Lease,
-  error: unknown,
-): Promise<IdempotentResult<T>> {
+async function failUnderLease<T, Tx>(call: Call<T, Tx>, lease: Lease, error: unknown): Promise<Answered<T>> {
   const { store, op } = call;
   if (error instanceof IdempotencyError && error.code === "IDEMPOTENCY_LEASE_LOST") throw error;
   const body = op.refusal?.(error);
   if (body) {
     if (!(await storeFailure(store, lease, body))) return answerOfTakeOver(call);
-    call.remember({
-      status: "FAILED",
-      responseBody: body,
-      answerVersion: versionOf(op),
-      bizId: null,
-      expiresAt: lease.expiresAt,
-      remainingMs: lease.remainingMs,
-      askedAt: lease.askedAt,
-    });
-    throw storedRefusal(body, lease.expiresAt, error);
+    throw refusalStored(op, body, lease, error);
   }
   await release(store, lease);
   throw unavailableIfTransient(error);
@@ -175,15 +145,14 @@ async function failUnderLease<T, Tx>(
  * The answer of a key another request took over from this holder: the outcome it stored, or, while it
  * works (or once the key was freed), IDEMPOTENCY_LEASE_LOST, which the client retries with the same key.
  */
-async function answerOfTakeOver<T, Tx>(call: Call<T, Tx>): Promise<IdempotentResult<T>> {
+async function answerOfTakeOver<T, Tx>(call: Call<T, Tx>): Promise<Answered<T>> {
   const existing = await readRecord(call.store, call.op);
   const outcome =
     existing && !existing.expired && existing.fingerprint === call.requestFingerprint
       ? storedOutcomeOf(existing)
       : undefined;
   if (!outcome) throw leaseLost();
-  call.remember(outcome);
-  return replay<T>(outcome, call.op);
+  return replayStored(outcome, call.op);
 }
 
 export function sleep(duration: number): Promise<void> {

@@ -1,4 +1,5 @@
 import { isTransientError } from "./postgres";
+import type { StoredOutcome, StoredRefusal } from "./types";
 
 /** What a refusal tells the client beyond its code. */
 export interface RefusalDetails {
@@ -13,17 +14,10 @@ export interface RefusalDetails {
   meta?: Record<string, unknown>;
 }
 
-/** A declared refusal as the record stores it, and replays it. */
-export interface StoredRefusal {
-  code: string;
-  message: string;
-  meta?: Record<string, unknown>;
-}
-
 /**
  * Every refusal the core answers: its own (a key reused with another request, a copy still running, a lease
  * lost, the database away) and a business refusal the operation declared, stored and replayed. The app turns
- * it into its own error type in one place (src/server/idempotency/run.ts).
+ * it into its own error type in one place (src/server/operations/record-store.ts).
  */
 export class IdempotencyError extends Error {
   override readonly name = "IdempotencyError";
@@ -33,6 +27,8 @@ export class IdempotencyError extends Error {
     message: string,
     readonly details: RefusalDetails = {},
     options?: ErrorOptions,
+    /** The outcome stored under the key that this refusal answers (a declared refusal, stored or replayed). */
+    readonly outcome?: StoredOutcome,
   ) {
     super(message, options);
   }
@@ -84,16 +80,29 @@ export async function guard<R>(statement: () => Promise<R>): Promise<R> {
   }
 }
 
-/** A stored refusal, answered again. */
-export function replayedRefusal(stored: StoredRefusal, keyExpiresAt: Date): IdempotencyError {
-  return new IdempotencyError(stored.code, stored.message, {
-    replayed: true,
-    meta: stored.meta,
-    keyExpiresAt,
-  });
+/** A stored refusal, answered again (`outcome`: the record it was read from, when the record was read). */
+export function replayedRefusal(
+  stored: StoredRefusal,
+  keyExpiresAt: Date,
+  outcome?: StoredOutcome,
+): IdempotencyError {
+  return new IdempotencyError(
+    stored.code,
+    stored.message,
+    { replayed: true, meta: stored.meta, keyExpiresAt },
+    undefined,
+    outcome,
+  );
 }
 
 /** A declared refusal, stored under the key just now: the client learns how long the key keeps it. */
-export function storedRefusal(stored: StoredRefusal, keyExpiresAt: Date, cause: unknown): IdempotencyError {
-  return new IdempotencyError(stored.code, stored.message, { meta: stored.meta, keyExpiresAt }, { cause });
+export function storedRefusal(outcome: StoredOutcome, cause: unknown): IdempotencyError {
+  const stored = outcome.responseBody as StoredRefusal;
+  return new IdempotencyError(
+    stored.code,
+    stored.message,
+    { meta: stored.meta, keyExpiresAt: outcome.expiresAt },
+    { cause },
+    outcome,
+  );
 }

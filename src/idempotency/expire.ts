@@ -1,3 +1,4 @@
+import { RECORD } from "./machine";
 import type { RecordStore } from "./types";
 
 export interface DeleteExpiredOptions {
@@ -8,7 +9,8 @@ export interface DeleteExpiredOptions {
 }
 
 /**
- * Forgets expired keys: deletes the store's records whose `expires_at` has passed, in small batches. A record
+ * Forgets expired keys (the record machine's `expire`): deletes the store's records whose `expires_at` has
+ * passed, in small batches. A record
  * whose holder still has a live lease is kept until the lease runs out (its holder may yet store an outcome).
  * `FOR UPDATE SKIP LOCKED` lets several instances run it at once without waiting on each other. Returns how
  * many records it deleted. Run it every minute or so (the app's job: `IDEMPOTENCY_CLEANUP_INTERVAL_MS`).
@@ -24,8 +26,8 @@ export async function deleteExpired(
     const rows = await sql`
       DELETE FROM ${table}
        WHERE (user_id, id) IN (SELECT user_id, id FROM ${table}
-                                WHERE expires_at <= now()
-                                  AND (status <> 'PROCESSING' OR coalesce(locked_until <= now(), true))
+                                WHERE expires_at <= now() AND status IN ${sql(RECORD.expire.from)}
+                                  AND (status <> ${RECORD.claim.to} OR coalesce(locked_until <= now(), true))
                                 ORDER BY expires_at
                                 LIMIT ${batchSize}
                                 FOR UPDATE SKIP LOCKED)

@@ -7,11 +7,7 @@
  */
 export { type BatchStats, batchStats } from "./claim-in-batch";
 export { acquire, executeUnderLease } from "./claim-with-lease";
-export {
-  IdempotencyError,
-  type RefusalDetails,
-  type StoredRefusal,
-} from "./errors";
+export { IdempotencyError, type RefusalDetails } from "./errors";
 export { ABSORBERS, type Absorber, type IdempotencyEvent, type IdempotencyOutcome } from "./events";
 export { type DeleteExpiredOptions, deleteExpired } from "./expire";
 export { canonicalJson, fingerprint } from "./fingerprint";
@@ -40,4 +36,5 @@ export {
   type KeyRef,
   type Lease,
   type RecordStore,
+  type StoredRefusal,
 } from "./types";

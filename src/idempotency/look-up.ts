@@ -1,9 +1,9 @@
-import { inProgress, keyReused } from "./errors";
+import { IdempotencyError, inProgress, keyReused } from "./errors";
 import { ABSORBERS } from "./events";
 import { fingerprint } from "./fingerprint";
-import { replay } from "./record";
+import { replay } from "./outcome";
 import { cacheKeyOf, type ReplayCache } from "./replay-cache";
-import type { Call, IdempotencyConfig, IdempotentResult, KeyRef, Remember } from "./types";
+import type { Answered, Call, IdempotencyConfig, IdempotentResult, KeyRef, StoredOutcome } from "./types";
 
 /**
  * The look-up phase with a replay cache: an outcome this instance knows is answered from memory; a key
@@ -14,28 +14,10 @@ import type { Call, IdempotencyConfig, IdempotentResult, KeyRef, Remember } from
 export async function throughCache<T, Tx>(
   cache: ReplayCache,
   call: Call<T, Tx>,
-  claimed: (call: Call<T, Tx>) => Promise<IdempotentResult<T>>,
+  claimed: (call: Call<T, Tx>) => Promise<Answered<T>>,
 ): Promise<IdempotentResult<T>> {
   const { op, requestFingerprint, trace } = call;
   const key = cacheKeyOf(op.scope, op.bizType, op.key);
-  const remember: Remember = (outcome) => {
-    const text = JSON.stringify(outcome.responseBody);
-    cache.put(
-      key,
-      {
-        fingerprint: requestFingerprint,
-        status: outcome.status,
-        // What a database replay returns: the stored text parsed (no Dates, no undefined members).
-        responseBody: text === undefined ? null : JSON.parse(text),
-        answerVersion: outcome.answerVersion,
-        bizId: outcome.bizId,
-        expiresAt: outcome.expiresAt,
-      },
-      outcome.askedAt,
-      outcome.remainingMs,
-      text?.length ?? 4,
-    );
-  };
   for (;;) {
     const hit = cache.get(key);
     if (hit) {
@@ -43,13 +25,54 @@ export async function throughCache<T, Tx>(
       trace.by ??= "cache";
       return replay<T>(hit, op);
     }
-    const flight = await cache.once(key, () => claimed({ ...call, remember }), call.config.waitMs);
+    const flight = await cache.once(key, () => keeping(cache, key, call, claimed), call.config.waitMs);
     if (flight.ran) return flight.value;
     if ("waitedOut" in flight) throw inProgress(undefined);
     // Another copy of this request was running in this instance: this one waited for it.
     trace.waited = true;
     trace.by = "flight";
   }
+}
+
+/**
+ * Runs the call and keeps what it learnt: the outcome now final under the key, its own or the one it replayed,
+ * beside its answer or on its refusal. The one place the cache is told an outcome.
+ */
+async function keeping<T, Tx>(
+  cache: ReplayCache,
+  key: string,
+  call: Call<T, Tx>,
+  claimed: (call: Call<T, Tx>) => Promise<Answered<T>>,
+): Promise<IdempotentResult<T>> {
+  let answered: Answered<T>;
+  try {
+    answered = await claimed(call);
+  } catch (error) {
+    if (error instanceof IdempotencyError && error.outcome)
+      keep(cache, key, call.requestFingerprint, error.outcome);
+    throw error;
+  }
+  keep(cache, key, call.requestFingerprint, answered.outcome);
+  return answered.result;
+}
+
+function keep(cache: ReplayCache, key: string, requestFingerprint: string, outcome: StoredOutcome): void {
+  const text = JSON.stringify(outcome.responseBody);
+  cache.put(
+    key,
+    {
+      fingerprint: requestFingerprint,
+      status: outcome.status,
+      // What a database replay returns: the stored text parsed (no Dates, no undefined members).
+      responseBody: text === undefined ? null : JSON.parse(text),
+      answerVersion: outcome.answerVersion,
+      bizId: outcome.bizId,
+      expiresAt: outcome.expiresAt,
+    },
+    outcome.askedAt,
+    outcome.remainingMs,
+    text?.length ?? 4,
+  );
 }
 
 /**

@@ -1,22 +1,13 @@
 import type postgres from "postgres";
-import { guard, inProgress, keyReused, replayedRefusal, type StoredRefusal } from "./errors";
+import { guard } from "./errors";
 import { from, RECORD } from "./machine";
-import type {
-  Acquired,
-  IdempotencyConfig,
-  IdempotentOperation,
-  IdempotentResult,
-  KeyRef,
-  Lease,
-  RecordStore,
-  StoredOutcome,
-} from "./types";
+import type { IdempotencyConfig, KeyRef, Lease, RecordStore, StoredRefusal } from "./types";
 import { versionOf } from "./types";
 
 /**
- * The record table's statements: every read and every conditional write of a key, and what a record found
- * means for the copy that found it (`settle`) and for its answer (`replay`). The table is the store's
- * (./schema.ts makes one); every status written comes from the record's machine (./machine.ts).
+ * The record table's statements, and nothing else: every read and every conditional write of a key. What a
+ * record found means is decided in ./existing-record.ts, and answers are made in ./outcome.ts. The table is the
+ * store's (./schema.ts makes one); every status written comes from the record's machine (./machine.ts).
  *
  * Answers go in as text cast to json (`::text::json`): postgres.js serialises a parameter the server types
  * as json with JSON.stringify, so the text of an answer would be stored as a JSON string, unless the client
@@ -202,20 +193,23 @@ export async function storeFailure(
   return rows.length > 0;
 }
 
-/** Frees the key. Best effort: if the database is gone, the lease runs out and the key is taken over instead. */
+/**
+ * Frees the key (`release`), fenced by the lease. Best effort: if the database is gone, the lease runs out and
+ * the key is taken over instead.
+ */
 export async function release(store: RecordStore<unknown>, lease: Lease): Promise<void> {
   try {
     await store.sql`
       DELETE FROM ${named(store).table}
        WHERE user_id = ${lease.scope} AND id = ${lease.recordId} AND lease_version = ${lease.leaseVersion}
-         AND status = ${from(RECORD.fail)}`;
+         AND status = ${from(RECORD.release)}`;
   } catch {
     // The original error is the one worth reporting.
   }
 }
 
 /** A record by its key (user_id, id), and the answer version the new holder's code stores. */
-interface RecordKey {
+export interface RecordKey {
   scope: string;
   recordId: number;
   answerVersion: number;
@@ -227,7 +221,7 @@ interface RecordKey {
  *   lapsed  - its holder's lease ran out: take the key over as it is (`renewLease`)
  *   expired - the key expired: claim it afresh for this request, whatever it held (`takeOver`)
  */
-async function nextLease(
+export async function nextLease(
   store: RecordStore<unknown>,
   { scope, recordId, answerVersion }: RecordKey,
   seenVersion: number,
@@ -270,68 +264,4 @@ export function toLease(row: LeaseRow | undefined, askedAt: number): Lease | und
         askedAt,
       }
     : undefined;
-}
-
-/**
- * What an existing record means for this request: its stored outcome, the key
- * (renewed or taken over), "again" (claim or look again), or a refusal.
- */
-export async function settle(
-  store: RecordStore<unknown>,
-  ref: KeyRef,
-  existing: RecordRow | undefined,
-  requestFingerprint: string,
-  config: IdempotencyConfig,
-  deadline: number,
-): Promise<Acquired | "again"> {
-  // Released between the claim and the read: the key is free, claim it again.
-  if (!existing) return "again";
-  const record = { scope: existing.user_id, recordId: Number(existing.id), answerVersion: versionOf(ref) };
-  if (existing.expired && !(existing.status === "PROCESSING" && existing.lease_live)) {
-    const renewed = await nextLease(store, record, existing.lease_version, config, {
-      fingerprint: requestFingerprint,
-    });
-    return renewed ? { kind: "owner", lease: renewed } : "again";
-  }
-  const expiresAt = new Date(existing.expires_at);
-  if (existing.fingerprint !== requestFingerprint) throw keyReused(expiresAt);
-  const outcome = storedOutcomeOf(existing);
-  if (outcome) return { kind: "stored", outcome };
-  if (!existing.lease_live) {
-    const taken = await nextLease(store, record, existing.lease_version, config);
-    return taken ? { kind: "owner", lease: taken } : "again";
-  }
-  if (deadline - Date.now() <= 0) throw inProgress(expiresAt);
-  return "again";
-}
-
-/** The outcome a record holds; undefined while it is PROCESSING. */
-export function storedOutcomeOf(existing: RecordRow): StoredOutcome | undefined {
-  if (existing.status === "PROCESSING") return undefined;
-  return {
-    status: existing.status,
-    responseBody: existing.response_body,
-    answerVersion: existing.answer_version,
-    bizId: existing.biz_id,
-    expiresAt: new Date(existing.expires_at),
-    remainingMs: existing.remaining_ms,
-    askedAt: existing.askedAt ?? 0,
-  };
-}
-
-/** A stored outcome, answered again: a success as this code reads it, a refusal thrown as it was stored. */
-export function replay<T>(
-  outcome: Pick<StoredOutcome, "status" | "responseBody" | "bizId" | "expiresAt" | "answerVersion">,
-  op: Pick<IdempotentOperation<T, unknown>, "answerVersion" | "upgradeAnswer">,
-): IdempotentResult<T> {
-  if (outcome.status === "FAILED")
-    throw replayedRefusal(outcome.responseBody as StoredRefusal, outcome.expiresAt);
-  // Stored by an older deploy in another shape: read as this code answers it, if it says how.
-  const upgrade = outcome.answerVersion < versionOf(op) ? op.upgradeAnswer : undefined;
-  return {
-    result: upgrade ? upgrade(outcome.responseBody, outcome.answerVersion) : (outcome.responseBody as T),
-    replayed: true,
-    bizId: outcome.bizId,
-    keyExpiresAt: outcome.expiresAt,
-  };
 }

@@ -1,3 +1,4 @@
+import { claimInBatch } from "./claim-in-batch";
 import { claimInTransaction } from "./claim-in-transaction";
 import { claimWithLease } from "./claim-with-lease";
 import { IdempotencyError } from "./errors";
@@ -5,6 +6,7 @@ import { ABSORBERS, type IdempotencyOutcome } from "./events";
 import { fingerprint } from "./fingerprint";
 import { throughCache } from "./look-up";
 import {
+  type Answered,
   type Call,
   type ClaimKind,
   DEFAULT_IDEMPOTENCY_CONFIG,
@@ -18,8 +20,8 @@ import {
 /**
  * Runs an operation once per key (docs/idempotency.md walks these phases):
  *   1 look up   the request's fingerprint; this instance's replay cache, if it has one (./look-up.ts)
- *   2 claim     the key, by the operation's declared claim (./claim-in-transaction.ts, ./claim-with-lease.ts);
- *               a copy that finds an outcome stored answers it (./record.ts, settle and replay)
+ *   2 claim     the key, on the path chosen here once (`claimed`): with a lease, alone in a transaction, or in a
+ *               batch; a copy that finds an outcome stored answers it (./existing-record.ts, ./outcome.ts)
  *   3 execute   the business writes, in the transaction that will store the outcome
  *   4 store     the outcome with COMMIT: a success, or a declared refusal; any other failure frees the key
  *   5 answer    the result, or the refusal, and tell the observer what happened
@@ -44,15 +46,10 @@ export async function runIdempotent<T, Tx>(
   };
   try {
     const requestFingerprint = fingerprint(op.bizType, op.request);
-    const call: Call<T, Tx> = {
-      store,
-      op: noting(op, trace),
-      requestFingerprint,
-      config,
-      trace,
-      remember: () => {},
-    };
-    const result = config.cache ? await throughCache(config.cache, call, claimed) : await claimed(call);
+    const call: Call<T, Tx> = { store, op: noting(op, trace), requestFingerprint, config, trace };
+    const result = config.cache
+      ? await throughCache(config.cache, call, claimed)
+      : (await claimed(call)).result;
     answered(
       result.replayed ? (trace.waited ? "waited" : "replayed") : trace.business ? "replayed" : "first",
     );
@@ -76,9 +73,34 @@ function noting<T, Tx>(op: IdempotentOperation<T, Tx>, trace: Trace): Idempotent
   };
 }
 
-/** Phases 2–4, by the claim the operation declares. */
-function claimed<T, Tx>(call: Call<T, Tx>): Promise<IdempotentResult<T>> {
-  return claimOf(call.op) === "lease" ? claimWithLease(call) : claimInTransaction(call);
+/**
+ * Phases 2–4, on one of three paths, chosen here and nowhere else:
+ *   lease  - the operation has outside work (./claim-with-lease.ts)
+ *   batch  - a batchable operation's call while others are in flight beside it (./claim-in-batch.ts)
+ *   alone  - any other call: one transaction of its own (./claim-in-transaction.ts)
+ */
+async function claimed<T, Tx>(call: Call<T, Tx>): Promise<Answered<T>> {
+  if (claimOf(call.op) === "lease") return claimWithLease(call);
+  const batch = call.config.batch;
+  if (!batch || !call.op.batchable) return claimInTransaction(call);
+  const flight = inFlightOn(call.store);
+  flight.calls++;
+  try {
+    return await (flight.calls > 1 ? claimInBatch(call, batch) : claimInTransaction(call));
+  } finally {
+    flight.calls--;
+  }
+}
+
+/** Calls of batchable operations in flight, per store: a call that comes while one is in flight joins a batch. */
+const inFlight = new WeakMap<object, { calls: number }>();
+function inFlightOn(store: object): { calls: number } {
+  let flight = inFlight.get(store);
+  if (!flight) {
+    flight = { calls: 0 };
+    inFlight.set(store, flight);
+  }
+  return flight;
 }
 
 /** Outside work must come before the business transaction, so it needs the lease; work all in the database takes one commit. */

@@ -1,5 +1,4 @@
 import type postgres from "postgres";
-import type { StoredRefusal } from "./errors";
 import type { Absorber, IdempotencyEvent } from "./events";
 import type { ReplayCache } from "./replay-cache";
 
@@ -123,29 +122,27 @@ export interface IdempotentResult<T> {
 }
 
 /** Proof of holding a key: every write made under it is conditional on `leaseVersion`. */
-export interface Lease {
+export interface Lease extends Held {
   /** The record's key is (user_id, id): its scope and its id. */
   scope: string;
   recordId: number;
   leaseVersion: number;
-  expiresAt: Date;
-  /** How long the key still lives, as the database computed it (the replay cache's clock). */
-  remainingMs: number;
-  /** performance.now() before that statement was sent. */
-  askedAt: number;
 }
 
-/** A final outcome under a key: what every later copy is answered. */
-export interface StoredOutcome {
+/** A declared refusal as the record stores it, and replays it. */
+export interface StoredRefusal {
+  code: string;
+  message: string;
+  meta?: Record<string, unknown>;
+}
+
+/** A final outcome under a key: what every later copy is answered; `Held` says when a cache must stop trusting it. */
+export interface StoredOutcome extends Held {
   status: "SUCCESS" | "FAILED";
   responseBody: unknown;
   /** The shape it was stored in (KeyRef.answerVersion of the code that stored it). */
   answerVersion: number;
   bizId: string | null;
-  expiresAt: Date;
-  /** As on Lease: when a cache may stop trusting it. */
-  remainingMs: number;
-  askedAt: number;
 }
 
 export type Acquired = { kind: "owner"; lease: Lease } | { kind: "stored"; outcome: StoredOutcome };
@@ -158,8 +155,20 @@ export interface Trace {
   business?: string;
 }
 
-/** Tells the replay cache an outcome that is now final under the key. */
-export type Remember = (outcome: StoredOutcome) => void;
+/** How long a key is held or kept, as the statement that held or stored it saw it (a Lease is one). */
+export interface Held {
+  expiresAt: Date;
+  /** How long the key still lives, as the database computed it (the replay cache's clock). */
+  remainingMs: number;
+  /** performance.now() before that statement was sent. */
+  askedAt: number;
+}
+
+/** What a claim path answers: the call's result, and the outcome now final under its key (./look-up.ts keeps it). */
+export interface Answered<T> {
+  result: IdempotentResult<T>;
+  outcome: StoredOutcome;
+}
 
 /** One call on its way through the phases. */
 export interface Call<T, Tx> {
@@ -167,7 +176,6 @@ export interface Call<T, Tx> {
   op: IdempotentOperation<T, Tx>;
   requestFingerprint: string;
   config: IdempotencyConfig;
-  remember: Remember;
   trace: Trace;
 }
 

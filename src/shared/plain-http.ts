@@ -14,7 +14,7 @@ export interface HeaderReader {
 
 export interface PlainRequest {
   readonly method: string;
-  /** The path and query, e.g. `/api/trpc/checkout.createOrder`. */
+  /** The path and query, e.g. `/api/trpc/orders.create`. */
   readonly url: string;
   readonly headers: HeaderReader;
   /** The whole body as text (API bodies are small; the host has already bounded it). */

@@ -17,11 +17,26 @@ export interface Machine<S extends string, T extends string> {
   table: string;
   states: readonly S[];
   transitions: Readonly<Record<T, Transition<S>>>;
+  /** Named deletions of a row (its key freed): FROM states only. */
+  deletions?: Readonly<Record<string, Deletion<S>>>;
+}
+
+/** A transition to no row at all: the row is deleted, from one of its FROM states. */
+export interface Deletion<S extends string> {
+  from: readonly S[];
+  /** What makes it happen. */
+  on: string;
 }
 
 export function machine<S extends string, T extends string>(definition: Machine<S, T>): Machine<S, T> {
-  for (const [name, t] of Object.entries<Transition<S>>(definition.transitions)) {
-    for (const state of [...t.from, t.to]) {
+  const moves = [
+    ...Object.entries<Transition<S>>(definition.transitions).map(
+      ([name, t]) => [name, [...t.from, t.to]] as const,
+    ),
+    ...Object.entries<Deletion<S>>(definition.deletions ?? {}).map(([name, d]) => [name, d.from] as const),
+  ];
+  for (const [name, states] of moves) {
+    for (const state of states) {
       if (!definition.states.includes(state)) {
         throw new Error(`${definition.name}.${name}: ${state} is not one of its states`);
       }

@@ -1,6 +1,6 @@
 import { sql as dsql } from "drizzle-orm";
 import type { Tx } from "~/server/db/client";
-import type { IdempotentOperation } from "~/server/idempotency";
+import type { IdempotentOperation } from "~/server/operations";
 import type { TestDatabase } from "./database";
 
 /**

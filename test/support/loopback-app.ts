@@ -5,7 +5,7 @@ import type { MockPayContext } from "~/mockpay/server/context";
 import { answerStatusQuery } from "~/mockpay/server/query-api";
 import { processRefundRequest } from "~/mockpay/server/refunds";
 import type { AppContext } from "~/server/app-context";
-import { handlePaymentNotification, rawNotification } from "~/server/payments/notify";
+import { handlePaymentNotification, rawNotification } from "~/server/payments/notification-receive";
 import { CLOSE_PATH } from "~/shared/provider-contract";
 import { testMockPay } from "./app-context";
 

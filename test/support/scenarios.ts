@@ -12,7 +12,7 @@ import { handleConsumeJob } from "~/server/fulfilment/worker";
 import { createOrder } from "~/server/orders/create-order";
 import type { OrderLine } from "~/server/orders/schema";
 import { createPayment } from "~/server/payments/create-payment";
-import { handlePaymentNotification } from "~/server/payments/notify";
+import { handlePaymentNotification } from "~/server/payments/notification-receive";
 import { reconcile } from "~/server/reconciliation/reconcile";
 import { submitPendingRefunds } from "~/server/refunds/submit";
 import { createCaller } from "~/server/trpc/root";
@@ -89,7 +89,7 @@ export async function orderAwaitingPayment(
 ) {
   const userId = randomUUID();
   const caller = createCaller({ app, userId, requestId: randomUUID() });
-  const { orderId } = await caller.checkout.createOrder({ requestId: randomUUID(), items });
+  const { orderId } = await caller.orders.create({ requestId: randomUUID(), items });
   const payment = await caller.payments.create({ orderId });
   const link = payRequestSchema.parse(Object.fromEntries(new URL(payment.payUrl, "http://x").searchParams));
   const { sig, ...request } = link;

@@ -1,6 +1,6 @@
 /**
  * The bench's floor: a bare `node:http` server that places the same order as
- * `checkout.createOrder` (price the lines from `sku`, insert the order and its
+ * `orders.create` (price the lines from `sku`, insert the order and its
  * lines in one transaction through postgres.js) with nothing else: no session,
  * no validation, no idempotency, no framework. It is what a developer would
  * write first, and every other figure of the bench is divided by it.

@@ -121,7 +121,7 @@ export function run(opts: autocannon.Options): Promise<autocannon.Result> {
 
 /** Keys handed to first-execution requests so far (in-flight ones at the end included); loads count in their own. */
 export const sent = { count: 0 };
-export const CREATE_ORDER = "/api/trpc/checkout.createOrder";
+export const CREATE_ORDER = "/api/trpc/orders.create";
 export const BASELINE = "/api/bench/trpc/placeOrderUnprotected";
 export const REST_ORDERS = "/api/v1/orders";
 export const FLOOR_ORDERS = "/orders";

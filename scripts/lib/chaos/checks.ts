@@ -503,7 +503,7 @@ export async function checkAnswersHold(
         const order = acknowledged[next++] as AcknowledgedOrder;
         const answer = await client
           .resume(order.session)
-          .mutate<{ orderId: string }>("checkout.createOrder", {
+          .mutate<{ orderId: string }>("orders.create", {
             requestId: order.requestId,
             items: order.items,
           })

@@ -28,7 +28,7 @@ const UNKNOWN_OUTCOME = new Set(["IDEMPOTENCY_LEASE_LOST", "SERVICE_UNAVAILABLE"
  */
 function historyKey(path: string, input: unknown): string | undefined {
   const fields = (input ?? {}) as Record<string, unknown>;
-  if (path === "checkout.createOrder") return String(fields.requestId);
+  if (path === "orders.create") return String(fields.requestId);
   if (path === "refunds.create") return String(fields.refundNo);
   if (["orders.cancel", "payments.create", "payments.checkStatus"].includes(path))
     return String(fields.orderId);

@@ -40,7 +40,7 @@ export interface HistoryVerdict {
 }
 
 const STORED: Record<string, readonly string[]> = {
-  "checkout.createOrder": createOrderOperation.storedErrors,
+  "orders.create": createOrderOperation.storedErrors,
   "refunds.create": createRefundOperation.storedErrors,
 };
 /** Refusals that say only "not now" (the client sends the same request again): no claim about the key. */
@@ -152,7 +152,7 @@ const allRefused = (g: KeyGroup) => g.attempts.every((a) => a.outcome === "fail"
 /** What identifies the effect an answer names: two answers to one key must name the same. */
 function identity(f: string, value: unknown): string {
   const v = (value ?? {}) as Record<string, unknown>;
-  if (f === "checkout.createOrder")
+  if (f === "orders.create")
     return `order ${v.orderId} for ${v.amountCents} (discount ${v.discountCents ?? 0})`;
   if (f === "refunds.create") return `refund ${v.refundNo} for ${v.amountCents}`;
   return JSON.stringify(v);
@@ -235,7 +235,7 @@ export async function checkHistory(db: Db, events: HistoryLine[]): Promise<Histo
   };
 
   // Orders: one per key, as told.
-  const orderKeys = byF("checkout.createOrder");
+  const orderKeys = byF("orders.create");
   const orderRows = await sql<
     {
       id: string;
@@ -462,7 +462,7 @@ export async function checkHistory(db: Db, events: HistoryLine[]): Promise<Histo
   // copy took effect, and every copy answered without running names what absorbed it.
   const keyed = [...orderKeys, ...refundKeys].filter((g) => g.user);
   const subjectOf: Record<string, string> = {
-    "checkout.createOrder": "order.create",
+    "orders.create": "order.create",
     "refunds.create": "refund.create",
   };
   const evidence = await sql<

@@ -37,7 +37,7 @@ export function startProber(
         orderIds: [],
       };
       try {
-        const answer = await client.mutate<{ orderId: string }>("checkout.createOrder", {
+        const answer = await client.mutate<{ orderId: string }>("orders.create", {
           requestId: probe.requestId,
           items: probe.items,
         });

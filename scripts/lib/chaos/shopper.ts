@@ -153,7 +153,7 @@ export async function runShopper(ctx: ShopperContext, index: number): Promise<Sh
     const orderAnswers = await Promise.all(
       Array.from({ length: clicks }, (_, i) =>
         client.mutate<{ orderId: string; amountCents: number }>(
-          "checkout.createOrder",
+          "orders.create",
           { requestId: record.requestId, items },
           { loseFirstAnswer: loseOrder && i === 0 },
         ),
@@ -486,7 +486,7 @@ async function resendAfterExpiry(client: ChaosClient, db: Db, record: ShopperRec
     () => pg`UPDATE idempotency_record SET expires_at = now() - interval '1 second' WHERE ${key()}`,
   );
   const resend = async () => {
-    const answer = await client.mutate<{ orderId: string }>("checkout.createOrder", {
+    const answer = await client.mutate<{ orderId: string }>("orders.create", {
       requestId: record.requestId,
       items: record.items,
     });
@@ -631,7 +631,7 @@ async function spendCouponTwice(client: ChaosClient, plan: Rng, record: ShopperR
   const answers = await Promise.all(
     requestIds.map((requestId, instance) =>
       client.mutate<{ orderId: string; discountCents?: number }>(
-        "checkout.createOrder",
+        "orders.create",
         { requestId, items: mugs, couponCode: code },
         { instance },
       ),

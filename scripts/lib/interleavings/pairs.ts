@@ -3,7 +3,7 @@ import path from "node:path";
 import { pathToFileURL } from "node:url";
 import type { Db } from "~/server/db/client";
 import { handleConsumeJob } from "~/server/fulfilment/worker";
-import { runOperation } from "~/server/idempotency";
+import { runOperation } from "~/server/operations";
 import { cancelOrderOperation } from "~/server/orders/cancel-order";
 import { createOrderOperation } from "~/server/orders/create-order";
 import { closeTimedOutOrders } from "~/server/orders/timeout";
@@ -62,7 +62,7 @@ export interface Actor<F> {
 }
 
 /**
- * Everything that can act on an order: the operations (src/server/operations.ts), the consumers
+ * Everything that can act on an order: the operations (src/server/all-operations.ts), the consumers
  * (src/server/fulfilment/consumers.ts), the provider's facts, the jobs and the operator's buttons.
  * test/interleavings.test.ts holds this list to the app's operations and consumers.
  */
@@ -139,11 +139,11 @@ const consumeOne = (db: Db, event: { eventId: string; userId: string }, consumer
   handleConsumeJob(db, { ...event, consumer });
 
 /** The notify handler of another app instance: the module loaded again, with in-process state of its own. */
-let otherInstance: Promise<typeof import("~/server/payments/notify")> | undefined;
+let otherInstance: Promise<typeof import("~/server/payments/notification-receive")> | undefined;
 const notifyOnAnotherInstance = () => {
   otherInstance ??= import(
-    `${pathToFileURL(path.resolve("src/server/payments/notify.ts")).href}?instance=2`
-  ) as Promise<typeof import("~/server/payments/notify")>;
+    `${pathToFileURL(path.resolve("src/server/payments/notification-receive.ts")).href}?instance=2`
+  ) as Promise<typeof import("~/server/payments/notification-receive")>;
   return otherInstance;
 };
 

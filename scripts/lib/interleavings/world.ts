@@ -7,7 +7,7 @@ import { handleConsumeJob } from "~/server/fulfilment/worker";
 import { createOrder } from "~/server/orders/create-order";
 import type { OrderLine } from "~/server/orders/schema";
 import { createPayment } from "~/server/payments/create-payment";
-import { handlePaymentNotification, type NotifyDeps } from "~/server/payments/notify";
+import { handlePaymentNotification, type NotifyDeps } from "~/server/payments/notification-receive";
 import type { ProviderClientDeps } from "~/server/payments/provider-client";
 import { applyFactFromProvider } from "~/server/payments/status-query";
 import { reconcile } from "~/server/reconciliation/reconcile";

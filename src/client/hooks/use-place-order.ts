@@ -36,7 +36,7 @@ export function usePlaceOrder(options: {
   const lines = cartSignature(cart);
   const signature = lines && couponCode ? `${lines}+${couponCode}` : lines;
 
-  const mutation = useGuardedMutation(trpc.checkout.createOrder.mutationOptions());
+  const mutation = useGuardedMutation(trpc.orders.create.mutationOptions());
   const { submit } = mutation;
 
   const place = useCallback(() => {

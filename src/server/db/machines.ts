@@ -23,7 +23,7 @@ export const ORDER_MACHINE = machine({
   table: "orders",
   states: ORDER_STATUSES,
   transitions: {
-    place: { from: [], to: "PENDING_PAYMENT", on: "checkout.createOrder, once per request id" },
+    place: { from: [], to: "PENDING_PAYMENT", on: "orders.create, once per request id" },
     pay: { from: ["PENDING_PAYMENT"], to: "PAID", on: "a payment of the order succeeds" },
     close: { from: ["PENDING_PAYMENT"], to: "CLOSED", on: "orders.cancel, or its payment timeout" },
     ship: { from: ["PAID"], to: "SHIPPED", on: "its stock deducted, the shipping consumer" },

@@ -44,7 +44,7 @@ export interface WorkerOptions {
    */
   stopTimeoutMs?: number;
   /**
-   * Other periodic work this process does while it runs (src/server/jobs.ts hands it the reconciliation): each
+   * Other periodic work this process does while it runs (src/server/merchant-jobs.ts hands it the reconciliation): each
    * run once at start and then every `everyMs`, one run at a time, given up on past its deadline (default 5
    * minutes).
    */

@@ -4,7 +4,7 @@ import { absorbedByUpdate, ORDER_MACHINE } from "~/server/db/machines";
 import { getOwnedOrder, isOrder, orderIdInput, orderIdParams } from "~/server/db/order-ref";
 import { orders, paymentOrder } from "~/server/db/schema";
 import { DomainError } from "~/server/errors";
-import { defineOperation, type OperationContext } from "~/server/idempotency";
+import { defineOperation, type OperationContext } from "~/server/operations";
 import { type CloseDeps, closeOpenPayments } from "~/server/payments/close-payments";
 import type { TransactionSteps } from "~/shared/transaction-steps";
 import { orderResource } from "./schema";

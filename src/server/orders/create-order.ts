@@ -4,7 +4,7 @@ import { clientOf, type Db, type Tx } from "~/server/db/client";
 import { ORDER_MACHINE } from "~/server/db/machines";
 import { orders } from "~/server/db/schema";
 import { DomainError } from "~/server/errors";
-import { defineOperation, fingerprint, type IdempotencyConfig, runOperation } from "~/server/idempotency";
+import { defineOperation, fingerprint, type IdempotencyConfig, runOperation } from "~/server/operations";
 import {
   type CreateOrderInput,
   createOrderBody,

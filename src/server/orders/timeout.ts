@@ -2,7 +2,7 @@ import { and, asc, eq, lt, sql } from "drizzle-orm";
 import type { Db } from "~/server/db/client";
 import { orders } from "~/server/db/schema";
 import { isDomainError } from "~/server/errors";
-import { runOperation } from "~/server/idempotency";
+import { runOperation } from "~/server/operations";
 import type { CloseDeps } from "~/server/payments/close-payments";
 import { cancelOrderOperation } from "./cancel-order";
 

@@ -5,7 +5,7 @@ import { PAYMENT_MACHINE } from "~/server/db/machines";
 import { isOrder, orderIdInput, orderIdParams } from "~/server/db/order-ref";
 import { orders, paymentOrder } from "~/server/db/schema";
 import { DomainError } from "~/server/errors";
-import { defineOperation, type OperationContext, runOperation } from "~/server/idempotency";
+import { defineOperation, type OperationContext, runOperation } from "~/server/operations";
 import { type PayRequest, signPayRequest } from "~/shared/provider-contract";
 import { paymentResource } from "./schema";
 

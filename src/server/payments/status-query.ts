@@ -8,7 +8,9 @@ import {
   tradeQueryPath,
   tradeStatusSchema,
 } from "~/shared/provider-contract";
-import { applyProviderFact, type NotifyDeps, recordReceived } from "./notify";
+import { applyProviderFact } from "./notification-apply";
+import type { NotifyDeps } from "./notification-receive";
+import { recordReceived } from "./notification-timeline";
 import { getFromProvider, type ProviderClientDeps } from "./provider-client";
 import type { RefundsPort } from "./refunds-port";
 

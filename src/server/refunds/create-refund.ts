@@ -13,8 +13,8 @@ import {
   shipment,
 } from "~/server/db/schema";
 import { DomainError } from "~/server/errors";
-import { defineOperation, type OperationContext } from "~/server/idempotency";
 import { postRefundMove, refundableOf } from "~/server/ledger/ledger";
+import { defineOperation, type OperationContext } from "~/server/operations";
 import { normaliseLines } from "~/server/orders/create-order";
 import type { OrderLine } from "~/server/orders/schema";
 import { type CreateRefundInput, createRefundBody, createRefundInput, refundResource } from "./schema";

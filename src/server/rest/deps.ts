@@ -1,6 +1,6 @@
 import { getAppContext } from "~/server/app-context";
 import { getLogger } from "~/shared/logger";
-import type { RestDeps } from "./http";
+import type { RestDeps } from "./protocol";
 
 /** The running app's REST dependencies (route handlers call this). */
 export function restDeps(): RestDeps {

@@ -8,7 +8,7 @@ import { revokeCredentials } from "~/server/session/api-tokens";
 import { signApiToken } from "~/server/session/session";
 import { clientAddressOf } from "~/shared/client-address";
 import type { PlainRequest, PlainResponse } from "~/shared/plain-http";
-import { authenticate, json, problem, type RestDeps, respond } from "./http";
+import { authenticate, json, problem, type RestDeps, respond } from "./protocol";
 
 /**
  * The REST API's reads and its token endpoint. Its idempotent writes are defined

@@ -5,11 +5,11 @@ import {
   type ZodOpenApiPathsObject,
   type ZodOpenApiResponsesObject,
 } from "zod-openapi";
+import { OPERATIONS } from "~/server/all-operations";
 import { httpStatusOf } from "~/server/error-codes";
-import type { AnyOperation } from "~/server/idempotency";
-import { OPERATIONS } from "~/server/operations";
-import { KEY_EXPIRES_HEADER, REPLAYED_HEADER } from "./http";
+import type { AnyOperation } from "~/server/operations";
 import { POLICY_PATH } from "./policy";
+import { KEY_EXPIRES_HEADER, REPLAYED_HEADER } from "./protocol";
 import { orderDetails, problemDetails, tokenResource } from "./schemas";
 
 const idempotencyKeyHeader = z.string().min(8).max(130).meta({

@@ -1,8 +1,8 @@
+import { OPERATIONS } from "~/server/all-operations";
 import { httpStatusOf } from "~/server/error-codes";
-import type { AnyOperation } from "~/server/idempotency";
-import { OPERATIONS } from "~/server/operations";
+import type { AnyOperation } from "~/server/operations";
 import { REQUEST_ID_PATTERN } from "~/server/orders/schema";
-import { KEY_EXPIRES_HEADER, REPLAYED_HEADER } from "./http";
+import { KEY_EXPIRES_HEADER, REPLAYED_HEADER } from "./protocol";
 
 /** Where the policy is published (linked from the OpenAPI document and docs/api.md). */
 export const POLICY_PATH = "/api/v1/idempotency-policy";

@@ -5,12 +5,15 @@ import { admit } from "~/server/admission/admission";
 import { trpcCodeOf } from "~/server/error-codes";
 import { DomainError, unavailableIfTransient } from "~/server/errors";
 import { withRequestContext } from "~/server/observability/request-context";
+import type { AnyOperation } from "~/server/operations";
 import { getLogger } from "~/shared/logger";
 import type { TrpcContext } from "./context";
 
-/** Procedure meta: which defined operation a procedure mounts (the transport test reads it), and its gateway. */
+/** Procedure meta: the defined operation a procedure mounts (the plain host runs it; the transport test reads it), and its gateway. */
 export interface ProcedureMeta {
-  operation?: string;
+  operation?: AnyOperation;
+  /** An old name of the procedure, kept for one release: the name to use instead. */
+  deprecatedFor?: string;
   /**
    * Admitted per shopper too (and, with `keyOf`, per key: duplicate bursts), not only per client address.
    * `keyOf` reads the raw input: the gateway counts; the idempotency core decides.
@@ -81,7 +84,10 @@ const logged = new WeakSet<object>();
 export const wasLogged = (error: object) => logged.has(error);
 
 /** A domain refusal as tRPC answers it; an unknown error logged once (the HTTP handler's onError skips it). */
-function answered(error: unknown, where: { path: string; type: string; ctx: TrpcContext }): TRPCError {
+export function asTrpcError(
+  error: unknown,
+  where: { path: string; type: string; ctx: TrpcContext },
+): TRPCError {
   // A database that dropped the connection or timed out is a retryable 503, wherever it happened.
   const cause = unavailableIfTransient(error instanceof TRPCError ? error.cause : error);
   if (cause instanceof DomainError) {
@@ -120,7 +126,7 @@ const shopperCall = t.middleware(async ({ next, ctx, path, type, meta, getRawInp
     return next();
   });
   if (result.ok) return result;
-  const error = answered(result.error, { path, type, ctx });
+  const error = asTrpcError(result.error, { path, type, ctx });
   if (error === result.error) return result;
   throw error;
 });
@@ -141,13 +147,13 @@ export async function admitMutation(
   try {
     await admit(ctx, {
       action: "write",
-      route: meta?.operation ?? path,
+      route: meta?.operation?.name ?? path,
       userId: ctx.userId,
       perShopper: meta?.gateway !== undefined,
       ...(key !== undefined ? { key } : {}),
     });
   } catch (error) {
-    throw answered(error, { path, type: "mutation", ctx });
+    throw asTrpcError(error, { path, type: "mutation", ctx });
   }
 }
 

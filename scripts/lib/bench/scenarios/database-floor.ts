@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { DEFAULT_IDEMPOTENCY_CONFIG } from "~/server/idempotency";
+import { DEFAULT_IDEMPOTENCY_CONFIG } from "~/server/operations";
 import { createOrder } from "~/server/orders/create-order";
 import { CpuMeter, ownCpuMs } from "../../cpu";
 import type { Bench } from "../bench";

@@ -16,7 +16,7 @@ export async function duplicateStorm(bench: Bench) {
       Promise.all(
         Array.from({ length: STORM }, async () => {
           const t0 = performance.now();
-          const res = await fetch(`${app.baseUrl}/api/trpc/checkout.createOrder`, {
+          const res = await fetch(`${app.baseUrl}/api/trpc/orders.create`, {
             method: "POST",
             headers: { "content-type": "application/json", cookie },
             body: JSON.stringify({

@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import type autocannon from "autocannon";
-import { deleteExpiredRecords } from "~/server/idempotency";
+import { deleteExpiredRecords } from "~/server/operations";
 import { CpuMeter, processCpuMs } from "../../cpu";
 import type { Bench } from "../bench";
 import { combine, orderLoad, restToken, run, startApp } from "../load";

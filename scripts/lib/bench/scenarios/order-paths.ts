@@ -92,7 +92,7 @@ export async function orderPaths(bench: Bench) {
     ),
     path(
       "first-trpc",
-      "3 first execution, tRPC checkout.createOrder",
+      "3 first execution, tRPC orders.create",
       app.baseUrl,
       { kind: "trpc", cookie },
       userId,

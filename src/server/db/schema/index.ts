@@ -1,3 +1,4 @@
 /** The merchant's tables (MockPay's are its own: src/mockpay/server/schema.ts). */
+
+export * from "./infrastructure";
 export * from "./merchant";
-export * from "./operations";

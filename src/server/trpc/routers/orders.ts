@@ -1,11 +1,13 @@
 import { orderIdInput } from "~/server/db/order-ref";
 import { cancelOrderOperation } from "~/server/orders/cancel-order";
+import { createOrderOperation } from "~/server/orders/create-order";
 import { getOrderById, getOrderMoney, listOrders } from "~/server/orders/queries";
 import { ownOrderStory } from "~/server/story/story";
 import { router, shopperProcedure } from "~/server/trpc/init";
-import { mutationOf } from "~/server/trpc/operation";
+import { mutationOf } from "~/server/trpc/mutation";
 
 export const ordersRouter = router({
+  create: mutationOf(createOrderOperation),
   get: shopperProcedure
     .input(orderIdInput)
     .query(({ ctx, input }) => getOrderById(ctx.app.db, ctx.userId, input.orderId)),

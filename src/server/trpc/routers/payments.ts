@@ -3,7 +3,7 @@ import { createPaymentOperation } from "~/server/payments/create-payment";
 import { getPaymentTimeline } from "~/server/payments/queries";
 import { checkOrderPayment } from "~/server/payments/status-query";
 import { router, shopperProcedure } from "~/server/trpc/init";
-import { mutationOf } from "~/server/trpc/operation";
+import { mutationOf } from "~/server/trpc/mutation";
 
 export const paymentsRouter = router({
   create: mutationOf(createPaymentOperation),

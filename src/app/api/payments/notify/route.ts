@@ -1,6 +1,6 @@
 import { getAppContext } from "~/server/app-context";
 import { withRequestContext } from "~/server/observability/request-context";
-import { handlePaymentNotification, rawNotification } from "~/server/payments/notify";
+import { handlePaymentNotification, rawNotification } from "~/server/payments/notification-receive";
 import { getLogger } from "~/shared/logger";
 import { type PlainResponse, plainRoute } from "~/shared/plain-http";
 

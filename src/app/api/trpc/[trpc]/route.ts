@@ -1,5 +1,5 @@
 import { getAppContext } from "~/server/app-context";
-import { handleTrpcRequest, plainTrpc } from "~/server/trpc/http";
+import { handleTrpcRequest, plainTrpc } from "~/server/trpc/handler";
 import type { PlainRequest } from "~/shared/plain-http";
 
 /** `next dev` calls the Web handler; the production host calls `plain` (src/host/route-table.ts). */

@@ -1,5 +1,5 @@
 import { getAppContext } from "~/server/app-context";
-import { handleTrpcRequest, plainTrpc } from "~/server/trpc/http";
+import { handleTrpcRequest, plainTrpc } from "~/server/trpc/handler";
 import { benchRouter } from "~/server/trpc/routers/bench";
 import type { PlainRequest, PlainResponse } from "~/shared/plain-http";
 

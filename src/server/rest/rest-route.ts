@@ -2,7 +2,7 @@ import type { z } from "zod";
 import { admit } from "~/server/admission/admission";
 import type { AppContext } from "~/server/app-context";
 import { DomainError } from "~/server/errors";
-import { gatewayKeyOf, keepAnswer, knownAnswer, type Operation, runOperation } from "~/server/idempotency";
+import { type Operation, serveOperation } from "~/server/operations";
 import {
   fromWebRequest,
   jsonTextAnswer,
@@ -13,7 +13,15 @@ import {
   toWebResponse,
 } from "~/shared/plain-http";
 import { restDeps } from "./deps";
-import { authenticate, idempotencyKey, invalid, jsonBody, keyHeaders, type RestDeps, respond } from "./http";
+import {
+  authenticate,
+  idempotencyKey,
+  invalid,
+  jsonBody,
+  keyHeaders,
+  type RestDeps,
+  respond,
+} from "./protocol";
 
 type Params = Record<string, string>;
 export type RestRoute = RouteWithPlain & {
@@ -77,40 +85,43 @@ export function plainOperation<S extends z.ZodType, R>(
     // A known replay: this path and body, under this key, were answered before; the answer needs no parsing,
     // validation or hashing again (docs/idempotency.md, "Known replays"). Admitted like any other write.
     const requestText = wait === undefined ? `${req.url}\n${await req.text()}` : undefined;
-    const known =
-      requestText &&
-      (await knownAnswer<Rendering>(config, op, {
-        userId,
-        key,
-        requestText,
-        admit: () => admitted(key),
-      }));
-    if (known) return answerOf(known.rendering, REPLAYED, wait);
-    const params = binding.params ? binding.params.safeParse(pathParams) : undefined;
-    if (params && !params.success) {
-      throw new DomainError(binding.notFound ?? "INVALID_INPUT", "not found: a path parameter is malformed");
-    }
-    const body = binding.body ? binding.body.safeParse(await jsonBody(req)) : undefined;
-    if (body && !body.success) throw invalid(body.error.issues);
-    const parsed = op.input.safeParse({
-      ...(params?.data ?? {}),
-      ...(body?.data ?? {}),
-      ...(op.key.kind === "client" ? { [op.key.field]: op.key.fromHeader?.(userId, key) ?? key } : {}),
+    const served = await serveOperation(deps.app.db, op, {
+      userId,
+      deps: deps.app,
+      key,
+      config,
+      ...(requestText !== undefined ? { requestText } : {}),
+      admit: admitted,
+      read: async () => {
+        const params = binding.params ? binding.params.safeParse(pathParams) : undefined;
+        if (params && !params.success) {
+          throw new DomainError(
+            binding.notFound ?? "INVALID_INPUT",
+            "not found: a path parameter is malformed",
+          );
+        }
+        const body = binding.body ? binding.body.safeParse(await jsonBody(req)) : undefined;
+        if (body && !body.success) throw invalid(body.error.issues);
+        const parsed = op.input.safeParse({
+          ...(params?.data ?? {}),
+          ...(body?.data ?? {}),
+          ...(op.key.kind === "client" ? { [op.key.field]: op.key.fromHeader?.(userId, key) ?? key } : {}),
+        });
+        if (!parsed.success) throw invalid(parsed.error.issues);
+        return parsed.data as z.output<S>;
+      },
+      render: (answer, input) => {
+        const { replayed: _replayed, keyExpiresAt, ...result } = answer;
+        const rendering: Rendering = {
+          status: binding.status,
+          body: JSON.stringify(binding.resource.parse(result)),
+          headers: keyHeaders({ keyExpiresAt }),
+          ...(binding.location ? { location: binding.location(result as R, input) } : {}),
+        };
+        return { rendering, chars: rendering.body.length };
+      },
     });
-    if (!parsed.success) throw invalid(parsed.error.issues);
-    const input = parsed.data as z.output<S>;
-    await admitted(gatewayKeyOf(op as never, { input, key }));
-    const call = { userId, input, deps: deps.app, key };
-    const { replayed, keyExpiresAt, ...result } = await runOperation(deps.app.db, op, call, config);
-    const rendering: Rendering = {
-      status: binding.status,
-      body: JSON.stringify(binding.resource.parse(result)),
-      headers: keyHeaders({ keyExpiresAt }),
-      ...(binding.location ? { location: binding.location(result as R, input) } : {}),
-    };
-    if (replayed && keyExpiresAt && requestText)
-      keepAnswer(config, op as never, call, requestText, rendering, rendering.body.length);
-    return answerOf(rendering, replayed ? REPLAYED : {}, wait);
+    return answerOf(served.rendering, served.replayed ? REPLAYED : {}, wait);
   });
 }
 

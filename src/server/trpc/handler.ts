@@ -1,4 +1,4 @@
-import type { AnyTRPCRouter, TRPCError } from "@trpc/server";
+import { type AnyTRPCRouter, TRPCError } from "@trpc/server";
 import { fetchRequestHandler } from "@trpc/server/adapters/fetch";
 import {
   type AnyProcedure,
@@ -10,19 +10,12 @@ import {
 } from "@trpc/server/unstable-core-do-not-import";
 import type { AppContext } from "~/server/app-context";
 import { DomainError } from "~/server/errors";
-import {
-  type AnyOperation,
-  keepAnswer,
-  keyOfCall,
-  knownAnswer,
-  type OperationAnswer,
-} from "~/server/idempotency";
 import { withRequestContext } from "~/server/observability/request-context";
-import { OPERATIONS } from "~/server/operations";
+import { type AnyOperation, keyOfCall, serveOperation } from "~/server/operations";
 import { getLogger } from "~/shared/logger";
 import type { PlainRequest, PlainResponse } from "~/shared/plain-http";
 import { createTrpcContext, type TrpcContext } from "./context";
-import { admitMutation, type ProcedureMeta, wasLogged } from "./init";
+import { admitMutation, asTrpcError, type ProcedureMeta, wasLogged } from "./init";
 import { TRPC_MAX_BATCH_SIZE } from "./limits";
 import { appRouter } from "./root";
 
@@ -96,20 +89,10 @@ export async function plainTrpc(
     });
     ctx = context;
     // Under the request's id, as the procedure's own middleware runs it (its log lines carry it).
-    const known = await withRequestContext({ requestId: context.requestId }, () =>
-      knownReplay(app, context, call),
+    const op = (call.procedure._def.meta as ProcedureMeta | undefined)?.operation;
+    const body = await withRequestContext({ requestId: context.requestId }, () =>
+      op ? servedOperation(app, context, call, op, mount) : procedureAnswer(context, call, mount),
     );
-    if (known !== undefined) return answerOf(200, resHeaders, known);
-    const data = await call.procedure({
-      path: call.path,
-      getRawInput: async () => call.input,
-      ctx,
-      type: "mutation",
-      signal: undefined,
-      batchIndex: 0,
-    });
-    const body = JSON.stringify(transformTRPCResponse(config, { result: { data } } as never));
-    keepReplay(app, ctx, call, data, body);
     return answerOf(200, resHeaders, body);
   } catch (cause) {
     const error = getTRPCErrorFromUnknown(cause);
@@ -141,61 +124,65 @@ function answerOf(status: number, resHeaders: [string, string][], body: string):
   return { status, headers: out, body };
 }
 
-/** The operation a mutation mounts (its meta names it), and the idempotency key its raw input carries. */
-function keyedOperation(call: SingleMutation): { op: AnyOperation; key: string } | undefined {
-  const meta = call.procedure._def.meta as ProcedureMeta | undefined;
-  const op = meta?.operation === undefined ? undefined : OPERATIONS_BY_NAME.get(meta.operation);
-  if (!op || typeof call.input !== "object" || call.input === null) return undefined;
-  const key = keyOfCall(op as never, { input: call.input as never });
-  return typeof key === "string" ? { op, key } : undefined;
-}
-
-const OPERATIONS_BY_NAME = new Map<string, AnyOperation>(OPERATIONS.map((op) => [op.name, op]));
-
 /**
- * A known replay (docs/idempotency.md, "Known replays"): this shopper sent this very body to this procedure
- * under this key before and was answered with a success this instance still holds; the envelope it was
- * answered with is answered again, after the mutation's admission, without the procedure (input parsing,
- * validation, the fingerprint, the transformer).
+ * A mutation that mounts an operation, answered as its procedure answers it, in one call into the operation
+ * layer (serveOperation): admitted first (the procedure's middleware admits before the input is read), then a
+ * known replay (docs/idempotency.md, "Known replays": this shopper sent this very body to this procedure under
+ * this key before, and the envelope it was answered with is answered again), else its input parsed once by the
+ * operation's schema, run, and its envelope rendered (and kept when it is a replay).
  */
-async function knownReplay(
+async function servedOperation(
   app: AppContext,
   ctx: TrpcContext,
   call: SingleMutation,
-): Promise<string | undefined> {
-  const keyed = keyedOperation(call);
-  if (!keyed) return undefined;
-  const known = await knownAnswer<string>(app.idempotency, keyed.op, {
-    userId: ctx.userId,
-    key: keyed.key,
-    requestText: replayText(call),
-    admit: () =>
-      admitMutation(ctx, call.path, call.procedure._def.meta as ProcedureMeta | undefined, call.input),
-  });
-  return known?.rendering;
+  op: AnyOperation,
+  mount: Mount,
+): Promise<string> {
+  const meta = call.procedure._def.meta as ProcedureMeta;
+  let admission: Promise<void> | undefined;
+  const admitted = () => {
+    admission ??= admitMutation(ctx, call.path, meta, call.input);
+    return admission;
+  };
+  const raw = typeof call.input === "object" && call.input !== null ? call.input : undefined;
+  const key = raw ? keyOfCall(op, { input: raw as Record<string, unknown> }) : undefined;
+  try {
+    await admitted();
+    const served = await serveOperation<AnyOperation["input"], unknown, AppContext, string>(app.db, op, {
+      userId: ctx.userId,
+      deps: app,
+      ...(typeof key === "string" ? { key, requestText: replayText(call) } : {}),
+      config: app.idempotency,
+      admit: admitted,
+      read: async () => {
+        const parsed = await op.input.safeParseAsync(call.input);
+        if (!parsed.success) throw new TRPCError({ code: "BAD_REQUEST", cause: parsed.error });
+        return parsed.data;
+      },
+      render: (answer) => {
+        const body = JSON.stringify(
+          transformTRPCResponse(mount.router._def._config, { result: { data: answer } } as never),
+        );
+        return { rendering: body, chars: body.length };
+      },
+    });
+    return served.rendering;
+  } catch (error) {
+    throw asTrpcError(error, { path: call.path, type: "mutation", ctx });
+  }
 }
 
-/** Keeps a replayed success's envelope for `knownReplay` (the input validated again, to check its fingerprint). */
-function keepReplay(
-  app: AppContext,
-  ctx: TrpcContext,
-  call: SingleMutation,
-  data: unknown,
-  body: string,
-): void {
-  const answer = data as Partial<OperationAnswer<unknown>> | undefined;
-  if (!answer?.replayed || !answer.keyExpiresAt) return;
-  const keyed = keyedOperation(call);
-  const input = keyed?.op.input.safeParse(call.input);
-  if (!keyed || !input?.success) return;
-  keepAnswer(
-    app.idempotency,
-    keyed.op as never,
-    { userId: ctx.userId, input: input.data },
-    replayText(call),
-    body,
-    body.length,
-  );
+/** Any other single mutation: its procedure, as tRPC runs it. */
+async function procedureAnswer(ctx: TrpcContext, call: SingleMutation, mount: Mount): Promise<string> {
+  const data = await call.procedure({
+    path: call.path,
+    getRawInput: async () => call.input,
+    ctx,
+    type: "mutation",
+    signal: undefined,
+    batchIndex: 0,
+  });
+  return JSON.stringify(transformTRPCResponse(mount.router._def._config, { result: { data } } as never));
 }
 
 /** What decides a mutation's input besides the shopper: the procedure and the body as sent. */

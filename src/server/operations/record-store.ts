@@ -74,11 +74,10 @@ export async function executeUnderLease<T>(
     op: declared(op),
     requestFingerprint: core.fingerprint(op.bizType, op.request),
     config: core.DEFAULT_IDEMPOTENCY_CONFIG,
-    remember: () => {},
     trace: { waited: false },
   };
   try {
-    return await core.executeUnderLease(call, lease);
+    return (await core.executeUnderLease(call, lease)).result;
   } catch (error) {
     throw asDomainError(error);
   }

@@ -5,7 +5,7 @@ import { every } from "~/shared/periodic";
 import { getAppContext } from "./app-context";
 import type { ConsumeHooks } from "./fulfilment/consume";
 import { type RunningWorker, startWorker } from "./fulfilment/worker";
-import { deleteExpiredRecords } from "./idempotency";
+import { deleteExpiredRecords } from "./operations";
 import { closeTimedOutOrders } from "./orders/timeout";
 import { syncStalePayments } from "./payments/status-query";
 import { lastReconciliation, reconcileWhenDue } from "./reconciliation/reconcile";

@@ -1,6 +1,6 @@
 import type { z } from "zod";
 import type { AppContext } from "~/server/app-context";
-import { type AnyOperation, gatewayKeyOf, type Operation, runOperation } from "~/server/idempotency";
+import { type AnyOperation, gatewayKeyOf, type Operation, runOperation } from "~/server/operations";
 import { shopperProcedure } from "./init";
 
 /**
@@ -8,10 +8,14 @@ import { shopperProcedure } from "./init";
  * and the operation run for the calling shopper. A router entry is one line:
  * `create: mutationOf(createRefundOperation)`.
  */
-export function mutationOf<S extends z.ZodType, R>(op: Operation<S, R, AppContext>) {
+export function mutationOf<S extends z.ZodType, R>(
+  op: Operation<S, R, AppContext>,
+  options: { deprecatedFor?: string } = {},
+) {
   return shopperProcedure
     .meta({
-      operation: op.name,
+      operation: op as AnyOperation,
+      ...options,
       ...(op.gateway !== "off" ? { gateway: { keyOf: (input: unknown) => rawKeyOf(op, input) } } : {}),
     })
     .input(op.input)

@@ -11,23 +11,18 @@ export {
   ReplayCache,
   type ReplayCacheOptions,
 } from "~/idempotency";
-export { type CleanupOptions, deleteExpiredRecords } from "./cleanup";
 export {
   type AnyOperation,
   defineOperation,
   type Executed,
   gatewayKeyOf,
-  keepAnswer,
   keyOfCall,
-  knownAnswer,
   type Operation,
-  type OperationAnswer,
-  type OperationCall,
   type OperationContext,
   type OperationKey,
   type RestBinding,
-  runOperation,
-} from "./operation";
+} from "./define";
+export { type CleanupOptions, deleteExpiredRecords } from "./expired-records";
 export {
   acquire,
   batchStatsOf,
@@ -35,4 +30,13 @@ export {
   type IdempotentOperation,
   recordStore,
   runIdempotent,
-} from "./run";
+} from "./record-store";
+export {
+  keepAnswer,
+  knownAnswer,
+  type OperationAnswer,
+  type OperationCall,
+  runOperation,
+  type ServedRequest,
+  serveOperation,
+} from "./run-operation";

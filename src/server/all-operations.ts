@@ -1,7 +1,7 @@
-import { cancelOrderOperation } from "./orders/cancel-order";
-import { createOrderOperation } from "./orders/create-order";
-import { createPaymentOperation } from "./payments/create-payment";
-import { createRefundOperation } from "./refunds/create-refund";
+import { cancelOrderOperation } from "~/server/orders/cancel-order";
+import { createOrderOperation } from "~/server/orders/create-order";
+import { createPaymentOperation } from "~/server/payments/create-payment";
+import { createRefundOperation } from "~/server/refunds/create-refund";
 
 /**
  * Every idempotent operation of the app, each defined once in its capability folder.

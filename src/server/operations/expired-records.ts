@@ -1,6 +1,6 @@
 import * as core from "~/idempotency";
 import type { Db } from "~/server/db/client";
-import { recordStore } from "./run";
+import { recordStore } from "./record-store";
 
 export type CleanupOptions = core.DeleteExpiredOptions;
 

@@ -1,5 +1,5 @@
-import { startMockPayJobs, stopMockPayJobs } from "~/mockpay/server/jobs";
-import { startMerchantJobs, stopMerchantJobs } from "~/server/jobs";
+import { startMockPayJobs, stopMockPayJobs } from "~/mockpay/server/mockpay-jobs";
+import { startMerchantJobs, stopMerchantJobs } from "~/server/merchant-jobs";
 import { getLogger } from "~/shared/logger";
 
 /**
