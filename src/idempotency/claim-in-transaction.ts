@@ -34,7 +34,7 @@ import type { Answered, Call } from "./types";
  * settle to `claimInTransaction`.
  */
 
-/** What one attempt came to. Nothing of it stays unless it is `done`. */
+/** What one attempt came to. Nothing of it stays unless it is `done` (or its COMMIT was sent and the answer lost). */
 export type Attempt<T> =
   /** The claim held and the business writes committed with the outcome. */
   | { kind: "done"; answered: Answered<T> }

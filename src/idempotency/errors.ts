@@ -1,5 +1,5 @@
 import { isTransientError } from "./postgres";
-import type { StoredOutcome, StoredRefusal } from "./types";
+import type { KeyRef, StoredOutcome, StoredRefusal } from "./types";
 
 /** What a refusal tells the client beyond its code. */
 export interface RefusalDetails {
@@ -27,8 +27,8 @@ export class IdempotencyError extends Error {
     message: string,
     readonly details: RefusalDetails = {},
     options?: ErrorOptions,
-    /** The outcome stored under the key that this refusal answers (a declared refusal, stored or replayed). */
-    readonly outcome?: StoredOutcome,
+    /** The outcome stored under the key that this refusal answers (a declared refusal, stored or replayed), and that key. */
+    readonly outcome?: { of: KeyRef; stored: StoredOutcome },
   ) {
     super(message, options);
   }
@@ -80,11 +80,11 @@ export async function guard<R>(statement: () => Promise<R>): Promise<R> {
   }
 }
 
-/** A stored refusal, answered again (`outcome`: the record it was read from, when the record was read). */
+/** A stored refusal, answered again (`outcome`: the record it was read from, and its key, when the record was read). */
 export function replayedRefusal(
   stored: StoredRefusal,
   keyExpiresAt: Date,
-  outcome?: StoredOutcome,
+  outcome?: { of: KeyRef; stored: StoredOutcome },
 ): IdempotencyError {
   return new IdempotencyError(
     stored.code,
@@ -95,14 +95,14 @@ export function replayedRefusal(
   );
 }
 
-/** A declared refusal, stored under the key just now: the client learns how long the key keeps it. */
-export function storedRefusal(outcome: StoredOutcome, cause: unknown): IdempotencyError {
+/** A declared refusal, stored under the key `of` just now: the client learns how long the key keeps it. */
+export function storedRefusal(of: KeyRef, outcome: StoredOutcome, cause: unknown): IdempotencyError {
   const stored = outcome.responseBody as StoredRefusal;
   return new IdempotencyError(
     stored.code,
     stored.message,
     { meta: stored.meta, keyExpiresAt: outcome.expiresAt },
     { cause },
-    outcome,
+    { of, stored: outcome },
   );
 }

@@ -24,6 +24,7 @@ export { claimOf, runIdempotent } from "./run";
 export { recordSchema } from "./schema";
 export {
   type Acquired,
+  type Answered,
   type BatchConfig,
   type Call,
   type ClaimKind,

@@ -36,7 +36,8 @@ export async function throughCache<T, Tx>(
 
 /**
  * Runs the call and keeps what it learnt: the outcome now final under the key, its own or the one it replayed,
- * beside its answer or on its refusal. The one place the cache is told an outcome.
+ * beside its answer or on its refusal (a refusal about another key, thrown by the operation's own code, is not
+ * kept). The one place the cache is told an outcome.
  */
 async function keeping<T, Tx>(
   cache: ReplayCache,
@@ -48,8 +49,8 @@ async function keeping<T, Tx>(
   try {
     answered = await claimed(call);
   } catch (error) {
-    if (error instanceof IdempotencyError && error.outcome)
-      keep(cache, key, call.requestFingerprint, error.outcome);
+    if (error instanceof IdempotencyError && error.outcome?.of === call.op)
+      keep(cache, key, call.requestFingerprint, error.outcome.stored);
     throw error;
   }
   keep(cache, key, call.requestFingerprint, answered.outcome);

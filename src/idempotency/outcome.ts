@@ -46,7 +46,7 @@ export function refusalStored(op: KeyRef, body: StoredRefusal, held: Held, cause
     remainingMs,
     askedAt,
   };
-  return storedRefusal(outcome, cause);
+  return storedRefusal(op, outcome, cause);
 }
 
 /** The outcome a record holds; undefined while it is PROCESSING. */
@@ -80,12 +80,12 @@ export function replay<T>(
   };
 }
 
-/** An outcome read from the record, answered again: `replay`, with the outcome beside the answer or on the refusal. */
-export function replayStored<T>(
-  outcome: StoredOutcome,
-  op: Pick<IdempotentOperation<T, unknown>, "answerVersion" | "upgradeAnswer">,
-): Answered<T> {
+/** An outcome read from the record of `op`'s key, answered again: `replay`, with the outcome beside the answer or on the refusal. */
+export function replayStored<T>(outcome: StoredOutcome, op: IdempotentOperation<T, never>): Answered<T> {
   if (outcome.status === "FAILED")
-    throw replayedRefusal(outcome.responseBody as StoredRefusal, outcome.expiresAt, outcome);
+    throw replayedRefusal(outcome.responseBody as StoredRefusal, outcome.expiresAt, {
+      of: op,
+      stored: outcome,
+    });
   return { result: replay<T>(outcome, op), outcome };
 }

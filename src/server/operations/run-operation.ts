@@ -131,8 +131,10 @@ export function knownAnswer<R>(
 export interface ServedRequest<I, R, D, Rendering> {
   userId: string;
   deps: D;
-  /** The key from outside the input (REST's Idempotency-Key), or the one the raw input carries (tRPC). */
+  /** The key from outside the input (REST's Idempotency-Key); absent: the operation reads its own from the input. */
   key?: string;
+  /** The key the raw input carries, for the known replay alone (tRPC, before the input is read). */
+  replayKey?: string;
   config: IdempotencyConfig;
   /** All that decides the input besides the shopper and the key, as sent; absent: no known replay, none kept. */
   requestText?: string;
@@ -155,12 +157,13 @@ export async function serveOperation<S extends z.ZodType, R, D, Rendering>(
   request: ServedRequest<z.output<S>, R, D, Rendering>,
 ): Promise<{ rendering: Rendering; replayed: boolean }> {
   const { userId, key, config, requestText } = request;
-  if (requestText !== undefined && key !== undefined) {
+  const knownKey = key ?? request.replayKey;
+  if (requestText !== undefined && knownKey !== undefined) {
     const known = await knownAnswer<Rendering>(config, op as AnyOperation, {
       userId,
-      key,
+      key: knownKey,
       requestText,
-      admit: () => request.admit(key),
+      admit: () => request.admit(knownKey),
     });
     if (known) return { rendering: known.rendering, replayed: true };
   }
@@ -182,8 +185,8 @@ const keyOfAnswer = new WeakMap<object, KeyRef & { request: unknown }>();
 
 /**
  * Keeps a transport's rendering of a replayed success under its request text, for `knownAnswer`. `answer` is
- * what `runOperation` answered: one run under a record remembers its key and request; a first execution, or an
- * answer without a record, is not kept.
+ * what `runOperation` answered: one run under a record remembers its key and request, and is kept when it is a
+ * replay (of the record, or of the business object its key found); anything else is not kept.
  */
 export function keepAnswer(
   config: IdempotencyConfig,

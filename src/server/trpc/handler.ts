@@ -64,8 +64,10 @@ export function handleTrpcRequest(app: AppContext, req: Request, mount: Mount = 
  * tRPC over plain HTTP (src/shared/plain-http.ts), as the production host serves it. The call a shop page
  * makes for every write — one mutation, unbatched (the client's httpLink: `POST /api/trpc/<path>`, a JSON
  * body `{"json": …}`) — is answered here the way tRPC's fetch adapter answers it (its resolveResponse:
- * context, procedure, error shape, status, `vary`, the context's cookies, Retry-After), with no Web
- * `Request`, `Response`, `AbortController` or stream on the way. Anything else (queries, batches, another
+ * context, error shape, status, `vary`, the context's cookies, Retry-After), with no Web `Request`,
+ * `Response`, `AbortController` or stream on the way. A mutation that mounts an operation (its meta carries
+ * it) is run here as its procedure runs it: admission, the input parsed by the operation's schema, the
+ * operation (serveOperation); any other, by its procedure. Anything else (queries, batches, another
  * content type, a body that does not parse) is handed to the fetch adapter before anything has run, so it
  * is answered by tRPC itself. test/plain-host.test.ts holds both paths to the same bytes.
  */
@@ -144,14 +146,14 @@ async function servedOperation(
     admission ??= admitMutation(ctx, call.path, meta, call.input);
     return admission;
   };
-  const raw = typeof call.input === "object" && call.input !== null ? call.input : undefined;
-  const key = raw ? keyOfCall(op, { input: raw as Record<string, unknown> }) : undefined;
+  const replayKey = rawKeyOf(op, call.input);
+  // Admitted before anything else, as the procedure's middleware admits: a refusal is a tRPC error already.
+  await admitted();
   try {
-    await admitted();
     const served = await serveOperation<AnyOperation["input"], unknown, AppContext, string>(app.db, op, {
       userId: ctx.userId,
       deps: app,
-      ...(typeof key === "string" ? { key, requestText: replayText(call) } : {}),
+      ...(replayKey !== undefined ? { replayKey, requestText: replayText(call) } : {}),
       config: app.idempotency,
       admit: admitted,
       read: async () => {
@@ -169,6 +171,17 @@ async function servedOperation(
     return served.rendering;
   } catch (error) {
     throw asTrpcError(error, { path: call.path, type: "mutation", ctx });
+  }
+}
+
+/** The idempotency key the raw input carries, for the known replay (none when it cannot be read). */
+function rawKeyOf(op: AnyOperation, input: unknown): string | undefined {
+  if (typeof input !== "object" || input === null) return undefined;
+  try {
+    const key = keyOfCall(op, { input: input as Record<string, unknown> });
+    return typeof key === "string" ? key : undefined;
+  } catch {
+    return undefined;
   }
 }
 

@@ -134,7 +134,8 @@ const shopperCall = t.middleware(async ({ next, ctx, path, type, meta, getRawInp
 /**
  * A mutation's admission (src/server/admission/admission.ts): per client address, then per shopper and key
  * when the procedure's meta says so; a refusal as tRPC answers it. The middleware above calls it, and so
- * does the plain host for a known replay it answers without the procedure (./http.ts).
+ * does the plain host for a mutation that mounts an operation, which it runs without the procedure
+ * (./handler.ts). A middleware added to `shopperProcedure` must be added there too.
  */
 export async function admitMutation(
   ctx: TrpcContext,
