@@ -15,13 +15,15 @@ export default defineConfig({
   resolve: {
     alias: {
       "~": fileURLToPath(new URL("./src", import.meta.url)),
-      // The core under the name an app that lifts it imports it by (tsconfig.json's paths say the same).
-      "@exactly-once/idempotency": fileURLToPath(new URL("./src/idempotency/index.ts", import.meta.url)),
+      // The core, a package of its own (packages/idempotency), by its name, from its source (tsconfig.json's paths say the same).
+      "@exactly-once/idempotency": fileURLToPath(
+        new URL("./packages/idempotency/src/index.ts", import.meta.url),
+      ),
     },
   },
   test: {
     // e2e/*.spec.ts belong to Playwright.
-    include: ["src/**/*.test.ts", "test/**/*.test.ts"],
+    include: ["src/**/*.test.ts", "test/**/*.test.ts", "packages/*/src/**/*.test.ts"],
     globalSetup: ["test/global-setup.ts"],
     testTimeout: 60_000,
     hookTimeout: 120_000,

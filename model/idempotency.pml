@@ -2,7 +2,7 @@
  * The idempotency core and an idempotent consumer, as SPIN explores them: three copies of one request (a
  * double click, a retry after a lost answer, a retry after a 503) racing for one key, and one event the queue
  * delivers three times. The record's and the consume record's transitions come from generated.pml (from
- * src/server/db/machines.ts); this file says who calls them, as src/idempotency/claim-*.ts and
+ * src/server/db/machines.ts); this file says who calls them, as packages/idempotency/src/claim-*.ts and
  * src/server/fulfilment/consume.ts do. docs/model.md explains it.
  *
  * The key is claimed in one of the two ways the core has, chosen once per run (the operation's declaration):

@@ -94,10 +94,10 @@ describe("import boundaries, held by the linter", () => {
   it("the idempotency core imports nothing from the app, no framework and no ORM", () => {
     expect(
       lint({
-        "src/idempotency/a.ts":
+        "packages/idempotency/src/a.ts":
           'import { DomainError } from "~/server/errors";\nexport const a = DomainError;\n',
-        "src/idempotency/b.ts": 'import { sql } from "drizzle-orm";\nexport const b = sql;\n',
-        "src/idempotency/c.ts":
+        "packages/idempotency/src/b.ts": 'import { sql } from "drizzle-orm";\nexport const b = sql;\n',
+        "packages/idempotency/src/c.ts":
           'import { isTransientError } from "~/shared/postgres-driver";\nexport const c = isTransientError;\n',
       }),
     ).toEqual([
@@ -107,9 +107,9 @@ describe("import boundaries, held by the linter", () => {
     ]);
     expect(
       lint({
-        "src/idempotency/ok.ts":
+        "packages/idempotency/src/ok.ts":
           'import type postgres from "postgres";\nimport { a } from "./a";\nexport type S = postgres.Sql;\nexport const ok = a;\n',
-        "src/idempotency/a.ts": "export const a = 1;\n",
+        "packages/idempotency/src/a.ts": "export const a = 1;\n",
       }),
     ).toEqual([]);
   });

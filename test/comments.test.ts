@@ -45,7 +45,7 @@ function commentsOf(text: string): { line: number; text: string }[] {
   return found;
 }
 
-describe("comments in src/", () => {
+describe("comments in src/ and packages/", () => {
   it("a file in src/server longer than 400 lines says why at its top", () => {
     const unexplained = sourceFiles("src/server").filter((file) => {
       const text = readFileSync(file, "utf8");
@@ -57,7 +57,7 @@ describe("comments in src/", () => {
 
   it("state rules, not history: no issue, step, past behaviour or dated measurement", () => {
     const stories: string[] = [];
-    for (const file of sourceFiles("src")) {
+    for (const file of [...sourceFiles("src"), ...sourceFiles("packages/idempotency/src")]) {
       for (const comment of commentsOf(readFileSync(file, "utf8"))) {
         for (const { says, pattern } of HISTORY) {
           if (pattern.test(comment.text))

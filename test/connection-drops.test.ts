@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
+import type { ClaimKind } from "@exactly-once/idempotency";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { ClaimKind } from "~/idempotency";
 import { type IdempotencyConfig, runIdempotent } from "~/server/operations";
 import { createTestDatabase, type TestDatabase } from "./support/database";
 import { createEffectTable, effectOperation } from "./support/effects";

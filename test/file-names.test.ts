@@ -12,14 +12,14 @@ const ROLE_LESS = ["run.ts", "operation.ts", "operations.ts", "http.ts", "jobs.t
 describe("file names in src/", () => {
   it("name a role: a role-less name is used once at most", () => {
     const byName = new Map<string, string[]>();
-    for (const file of sourceFiles("src")) {
+    for (const file of [...sourceFiles("src"), ...sourceFiles("packages/idempotency/src")]) {
       const name = path.basename(file);
       if (ROLE_LESS.includes(name)) byName.set(name, [...(byName.get(name) ?? []), file]);
     }
     expect([...byName.values()].filter((files) => files.length > 1)).toEqual([]);
   });
 
-  it("leave no folder of the app named like the core's (src/idempotency)", () => {
+  it("leave no folder of the app named like the core's (packages/idempotency/src)", () => {
     expect(
       sourceFiles("src/server").filter((file) => file.includes(`${path.sep}idempotency${path.sep}`)),
     ).toEqual([]);

@@ -18,7 +18,7 @@ import {
 } from "./support/effects";
 
 /**
- * Several first executions in one transaction (src/idempotency/claim-in-batch.ts), counted through the scratch
+ * Several first executions in one transaction (packages/idempotency/src/claim-in-batch.ts), counted through the scratch
  * "effect" table: every execution writes one row, so rows counted afterwards are effects that stayed.
  */
 let t: TestDatabase;

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
+import { recordSchema } from "@exactly-once/idempotency";
 import { sql as dsql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { recordSchema } from "~/idempotency";
 import { closeDb, createDb } from "~/server/db/client";
 import { DomainError, isDomainError } from "~/server/errors";
 import {
@@ -554,7 +554,7 @@ describe("idempotency core", () => {
   });
 });
 
-describe("the core's own schema (src/idempotency/schema.ts) and the app's migrated table", () => {
+describe("the core's own schema (packages/idempotency/src/schema.ts) and the app's migrated table", () => {
   const shape = async (table: string) => ({
     columns: await t.sql`
       SELECT column_name, data_type, is_nullable, column_default IS NOT NULL AS has_default, is_identity

@@ -13,8 +13,8 @@ import { MACHINES } from "~/server/db/machines";
  */
 
 const SERVER = path.resolve("src/server");
-/** The idempotency core writes the record's statuses (src/idempotency). */
-const CORE = path.resolve("src/idempotency");
+/** The idempotency core writes the record's statuses (packages/idempotency/src). */
+const CORE = path.resolve("packages/idempotency/src");
 const MOCKPAY = path.resolve("src/mockpay/server");
 
 function sources(dir: string): { file: string; text: string }[] {

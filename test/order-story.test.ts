@@ -1,8 +1,8 @@
 import { randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";
+import { ABSORBERS } from "@exactly-once/idempotency";
 import pino from "pino";
 import { onTestFinished } from "vitest";
-import { ABSORBERS } from "~/idempotency/events";
 import { OPERATIONS } from "~/server/all-operations";
 import type { AppContext } from "~/server/app-context";
 import { handleConsumeJob } from "~/server/fulfilment/worker";

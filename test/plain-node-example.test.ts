@@ -8,7 +8,7 @@ import { createApp, createTables, forgetExpired } from "../examples/plain-node/s
 import { databaseUrl } from "./support/names";
 
 /**
- * The core lifted out of the app: examples/plain-node mounts src/idempotency in a bare node:http server, on an
+ * The core lifted out of the app: examples/plain-node mounts packages/idempotency/src in a bare node:http server, on an
  * empty database with its own record table (recordSchema) and one operation. The same storms as the app's.
  */
 const adminUrl = inject("pgAdminUrl");

@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
+import type { IdempotencyEvent } from "@exactly-once/idempotency";
 import type postgres from "postgres";
-import type { IdempotencyEvent } from "~/idempotency";
 import type { MockPayContext } from "~/mockpay/server/context";
 import type { AppContext } from "~/server/app-context";
 import { revokeCoupon } from "~/server/coupons/coupons";

@@ -253,7 +253,7 @@ export type TransactionOf<TSchema extends Record<string, unknown>> = Parameters<
   Parameters<PostgresJsDatabase<TSchema>["transaction"]>[0]
 >[0];
 
-export { isTransientError } from "~/idempotency/postgres";
+export { isTransientError } from "@exactly-once/idempotency";
 
 /** The constraint a statement violated (drizzle wraps the driver's error in its own: look through causes). */
 export function violatedConstraint(error: unknown): string | undefined {

@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
+import type { IdempotencyConfig } from "@exactly-once/idempotency";
 import type postgres from "postgres";
-import type { IdempotencyConfig } from "~/idempotency";
 import { closeDb, createDb, type Db, pgClient } from "~/server/db/client";
 import { CATALOGUE } from "~/server/db/seed";
 import { handleConsumeJob } from "~/server/fulfilment/worker";

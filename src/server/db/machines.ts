@@ -1,4 +1,4 @@
-import { RECORD_MACHINE } from "~/idempotency/machine";
+import { RECORD_MACHINE } from "@exactly-once/idempotency";
 import { machine } from "~/shared/state-machine";
 import {
   CONSUME_STATUSES,
@@ -133,7 +133,7 @@ export const CONSUME_MACHINE = machine({
   },
 });
 
-/** The record's machine belongs to the idempotency core (src/idempotency/machine.ts); here it joins the app's tables. */
+/** The record's machine belongs to the idempotency core (packages/idempotency/src/machine.ts); here it joins the app's tables. */
 export const IDEMPOTENCY_MACHINE = machine({ ...RECORD_MACHINE, table: "idempotency_record" });
 
 export const MACHINES = [

@@ -1,10 +1,10 @@
+import type { IdempotencyEvent } from "@exactly-once/idempotency";
 import type { Logger } from "pino";
 import { Counter, Registry } from "prom-client";
-import type { IdempotencyEvent } from "~/idempotency/events";
 import type { AttemptLog } from "./attempt-log";
 import { currentRequestId } from "./request-context";
 
-export type { IdempotencyEvent, IdempotencyOutcome } from "~/idempotency/events";
+export type { IdempotencyEvent, IdempotencyOutcome } from "@exactly-once/idempotency";
 
 export interface NotificationEvent {
   outcome: string;

@@ -1,5 +1,5 @@
+import type { ClaimKind } from "@exactly-once/idempotency";
 import type { z } from "zod";
-import type { ClaimKind } from "~/idempotency";
 import type { Db, Tx } from "~/server/db/client";
 import type { DomainErrorCode } from "~/server/errors";
 
@@ -27,10 +27,10 @@ export interface Operation<S extends z.ZodType, R, D = unknown, I = z.output<S>>
    * be idempotent by its own key: a retry after a crash runs it again.
    */
   prepare?: (db: Db, input: I, ctx: OperationContext<D>) => Promise<void>;
-  /** How its key is held (src/idempotency/run.ts, claimOf): default `lease` with `prepare`, else `transaction`. */
+  /** How its key is held (packages/idempotency/src/run.ts, claimOf): default `lease` with `prepare`, else `transaction`. */
   claim?: ClaimKind;
   /**
-   * This call may share its transaction with other first executions (src/idempotency/claim-in-batch.ts): its
+   * This call may share its transaction with other first executions (packages/idempotency/src/claim-in-batch.ts): its
    * statements lock no row another call could lock, and wait on no key but its own.
    */
   batchable?: (input: I) => boolean;

@@ -10,7 +10,7 @@ export {
   type Lease,
   ReplayCache,
   type ReplayCacheOptions,
-} from "~/idempotency";
+} from "@exactly-once/idempotency";
 export {
   type AnyOperation,
   defineOperation,

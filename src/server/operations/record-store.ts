@@ -1,9 +1,9 @@
-import * as core from "~/idempotency";
+import * as core from "@exactly-once/idempotency";
 import { type Db, holdConnection, type Tx } from "~/server/db/client";
 import { DomainError, type DomainErrorCode, isDomainError } from "~/server/errors";
 
 /**
- * The core (src/idempotency) mounted on this app: its records in `idempotency_record` (drizzle/), business
+ * The core (packages/idempotency/src) mounted on this app: its records in `idempotency_record` (drizzle/), business
  * writes on a drizzle transaction, refusals as DomainError. The one place the core's errors become the app's.
  */
 

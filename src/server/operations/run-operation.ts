@@ -1,11 +1,11 @@
-import type { z } from "zod";
 import {
   DEFAULT_IDEMPOTENCY_CONFIG,
   type IdempotencyConfig,
   type KeyRef,
   keepRendering,
   knownReplay,
-} from "~/idempotency";
+} from "@exactly-once/idempotency";
+import type { z } from "zod";
 import type { Db } from "~/server/db/client";
 import { unavailableIfTransient } from "~/server/errors";
 import {

@@ -2,8 +2,8 @@
  * The idempotency core: run an operation once per key on PostgreSQL, whatever the copies, crashes and
  * retries (docs/idempotency.md). It imports nothing from the app that mounts it (a lint rule holds that):
  * the app hands it a RecordStore (its pool, a way to hold a connection, the table's names), an operation
- * and a config (its observer, its replay cache). Copy this folder to use it elsewhere; examples/plain-node
- * mounts it in a bare node:http server.
+ * and a config (its observer, its replay cache). It is the package @exactly-once/idempotency
+ * (packages/idempotency/README.md); examples/plain-node mounts it in a bare node:http server.
  */
 export { type BatchStats, batchStats } from "./claim-in-batch";
 export { acquire, executeUnderLease } from "./claim-with-lease";
