@@ -31,21 +31,7 @@ const sql = postgres(url.toString(), { max: 10, onnotice: () => {}, ...(socket ?
 const names = { table: "lifted_key", storeOutcome: "lifted_key_store_outcome" };
 await sql.unsafe(core.recordSchema(names));
 await sql\`CREATE TABLE IF NOT EXISTS lifted_effect (id serial PRIMARY KEY, key text)\`;
-const store = {
-  ...names,
-  sql,
-  hold: async () => {
-    const conn = await sql.reserve();
-    return {
-      tx: conn,
-      sql: conn,
-      close: async ({ ended = false } = {}) => {
-        if (!ended) await conn\`ROLLBACK\`.catch(() => {});
-        conn.release();
-      },
-    };
-  },
-};
+const store = core.postgresStore(sql, names);
 const op = {
   scope: "someone",
   bizType: "effect.create",

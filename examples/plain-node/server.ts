@@ -18,21 +18,7 @@ export async function createTables(sql: postgres.Sql): Promise<void> {
 }
 
 export function createApp(sql: postgres.Sql): http.Server {
-  const store: core.RecordStore<postgres.ReservedSql> = {
-    ...NAMES,
-    sql,
-    hold: async () => {
-      const conn = await sql.reserve();
-      return {
-        tx: conn,
-        sql: conn,
-        close: async ({ ended = false } = {}) => {
-          if (!ended) await conn`ROLLBACK`.catch(() => {});
-          conn.release();
-        },
-      };
-    },
-  };
+  const store = core.postgresStore(sql, NAMES);
   return http.createServer(async (req, res) => {
     const send = (status: number, body: unknown, headers = {}) =>
       res.writeHead(status, { "content-type": "application/json", ...headers }).end(JSON.stringify(body));

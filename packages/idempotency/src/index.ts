@@ -22,6 +22,7 @@ export {
 } from "./replay-cache";
 export { claimOf, runIdempotent } from "./run";
 export { recordSchema } from "./schema";
+export { postgresStore } from "./store";
 export {
   type Acquired,
   type Answered,
