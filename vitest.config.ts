@@ -13,13 +13,19 @@ class LongestFirst extends BaseSequencer {
 
 export default defineConfig({
   resolve: {
-    alias: {
-      "~": fileURLToPath(new URL("./src", import.meta.url)),
-      // The core, a package of its own (packages/idempotency), by its name, from its source (tsconfig.json's paths say the same).
-      "@exactly-once/idempotency": fileURLToPath(
-        new URL("./packages/idempotency/src/index.ts", import.meta.url),
-      ),
-    },
+    alias: [
+      { find: /^~\//, replacement: `${fileURLToPath(new URL("./src", import.meta.url))}/` },
+      // The core, a package of its own (packages/idempotency), by its name, from its source (tsconfig.json's
+      // paths say the same): its entry, and its framework adapters.
+      {
+        find: /^@exactly-once\/idempotency$/,
+        replacement: fileURLToPath(new URL("./packages/idempotency/src/index.ts", import.meta.url)),
+      },
+      {
+        find: /^@exactly-once\/idempotency\/(\w+)$/,
+        replacement: `${fileURLToPath(new URL("./packages/idempotency/src/adapters", import.meta.url))}/$1.ts`,
+      },
+    ],
   },
   test: {
     // e2e/*.spec.ts belong to Playwright.

@@ -43,18 +43,28 @@ const op = {
   },
 };
 const answers = await Promise.all(Array.from({ length: 20 }, () => core.runIdempotent(store, op)));
+const adapters = await Promise.all(["express", "fastify", "hono"].map((name) => import(\`@exactly-once/idempotency/\${name}\`)));
 const [{ n }] = await sql\`SELECT count(*)::int AS n FROM lifted_effect\`;
 console.log(JSON.stringify({
   effects: n,
   answers: new Set(answers.map((a) => JSON.stringify(a.result))).size,
   replayed: answers.filter((a) => a.replayed).length,
+  adapters: adapters.map((adapter) => Object.keys(adapter).join()),
 }));
 await sql.end();
 `;
 
 const TYPED_CONSUMER = `
 import { type IdempotencyConfig, type RecordStore, runIdempotent } from "@exactly-once/idempotency";
+import { idempotentExpress } from "@exactly-once/idempotency/express";
 import type postgres from "postgres";
+
+export const handler = (store: RecordStore<postgres.ReservedSql>) =>
+  idempotentExpress(store, undefined, {
+    bizType: "effect.create",
+    scope: () => "someone",
+    operation: () => ({ request: {}, execute: async () => ({ result: 1 }) }),
+  });
 
 export async function once(store: RecordStore<postgres.ReservedSql>, config: IdempotencyConfig): Promise<number> {
   const answer = await runIdempotent(store, {
@@ -121,9 +131,14 @@ describe("the core installed from its npm pack tarball into an empty project", (
     ).toEqual([]);
   });
 
-  it("runs 20 copies of one key at once by its package name: one effect, one answer", () => {
+  it("runs 20 copies of one key at once by its package name: one effect, one answer; its adapters load", () => {
     const out = run(process.execPath, ["consumer.mjs", databaseUrl(adminUrl, database)]);
-    expect(JSON.parse(out.trim())).toEqual({ effects: 1, answers: 1, replayed: 19 });
+    expect(JSON.parse(out.trim())).toEqual({
+      effects: 1,
+      answers: 1,
+      replayed: 19,
+      adapters: ["idempotentExpress", "idempotentFastify", "idempotentHono"],
+    });
   });
 
   it("types a TypeScript consumer under Node's module resolution", () => {

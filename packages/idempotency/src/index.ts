@@ -11,6 +11,17 @@ export { IdempotencyError, type RefusalDetails } from "./errors";
 export { ABSORBERS, type Absorber, type IdempotencyEvent, type IdempotencyOutcome } from "./events";
 export { type DeleteExpiredOptions, deleteExpired } from "./expire";
 export { canonicalJson, fingerprint } from "./fingerprint";
+export {
+  answerIdempotently,
+  type FieldKey,
+  type HttpAnswer,
+  type HttpCall,
+  IDEMPOTENCY_KEY_FIELD,
+  type IdempotentRoute,
+  keyOfField,
+  REPLAYED_FIELD,
+  requestInvalid,
+} from "./http-binding";
 export { keepRendering, knownReplay } from "./look-up";
 export { RECORD_MACHINE, RECORD_STATUSES, type RecordStatus } from "./machine";
 export { isTransientError } from "./postgres";

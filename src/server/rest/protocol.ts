@@ -1,3 +1,4 @@
+import { keyOfField } from "@exactly-once/idempotency";
 import { type RequestContext, requestIdOf, requestOf } from "~/server/admission/admission";
 import type { AppContext } from "~/server/app-context";
 import { httpStatusOf } from "~/server/error-codes";
@@ -99,14 +100,17 @@ export async function authenticate(
  * draft sends it as a structured-field string ("…"); Stripe sends it bare. Both work.
  */
 export function idempotencyKey(req: PlainRequest): string {
-  const raw = req.headers.get(IDEMPOTENCY_KEY_HEADER);
-  if (raw === null) {
+  // The field read as the core's HTTP binding reads it (an sf-string or a bare token), then held to this
+  // API's own key syntax.
+  const field = keyOfField(req.headers.get(IDEMPOTENCY_KEY_HEADER));
+  if ("refused" in field) {
     throw new HttpProblem(
-      problem(400, "IDEMPOTENCY_KEY_MISSING", "This request needs an Idempotency-Key header (e.g. a UUID)."),
+      field.refused === "IDEMPOTENCY_KEY_MISSING"
+        ? problem(400, field.refused, "This request needs an Idempotency-Key header (e.g. a UUID).")
+        : problem(400, field.refused, field.detail),
     );
   }
-  const key = raw.trim().replace(/^"(.*)"$/, "$1");
-  const parsed = requestIdSchema.safeParse(key);
+  const parsed = requestIdSchema.safeParse(field.key);
   if (!parsed.success) {
     throw new HttpProblem(
       problem(400, "IDEMPOTENCY_KEY_INVALID", parsed.error.issues[0]?.message ?? "invalid Idempotency-Key"),
