@@ -1,4 +1,5 @@
 import { randomBytes, randomUUID } from "node:crypto";
+import { readFileSync } from "node:fs";
 import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { serve } from "@hono/node-server";
@@ -8,6 +9,7 @@ import { pgClient } from "~/shared/postgres-driver";
 import * as expressExample from "../examples/express/server";
 import * as fastifyExample from "../examples/fastify/server";
 import * as honoExample from "../examples/hono/server";
+import { type Profile, runConformance, type Scenario } from "../scripts/lib/conformance/run";
 import { databaseUrl } from "./support/names";
 
 /**
@@ -116,6 +118,19 @@ describe.each(Object.entries(FRAMEWORKS))("the %s adapter", (_name, framework) =
     expect(other.status).toBe(422);
     expect(await other.json()).toMatchObject({ code: "IDEMPOTENCY_KEY_REUSED" });
     expect(await transfers(account)).toBe(0);
+  });
+
+  it("passes the conformance kit under the transfer-example profile", async () => {
+    const { scenarios } = JSON.parse(readFileSync("conformance/scenarios.json", "utf8")) as {
+      scenarios: Scenario[];
+    };
+    const profile = JSON.parse(readFileSync("conformance/profiles/transfer-example.json", "utf8")) as Profile;
+    const verdicts = await runConformance(base, profile, scenarios);
+    expect(verdicts.filter((verdict) => verdict.result === "fail")).toEqual([]);
+    // The examples publish no expiry policy: that one scenario is not applicable.
+    expect(verdicts.filter((verdict) => verdict.result === "n/a").map((verdict) => verdict.id)).toEqual([
+      "expiry-policy",
+    ]);
   });
 
   it("refuses a missing or malformed key and an invalid body with a 400 problem, and runs nothing", async () => {
