@@ -77,11 +77,18 @@ async function main() {
     const appCpu = () => processCpuMs(app.child.pid);
     const meter = () => new CpuMeter(appCpu, ownCpuMs, () => mainThreadCpuMs(app.child.pid));
     const total = (r: autocannon.Result) => r.requests.total;
-    const add: Bench["add"] = (id, scenario, r, correctness, ok, cpu, process = app.child) =>
+    const add: Bench["add"] = (id, scenario, r, correctness, ok, cpu, process = app.child, rounds) =>
       rows.push({
         id,
         scenario,
         requestsPerSec: Math.round(r.requests.average),
+        ...(rounds
+          ? {
+              rounds: rounds.map((round) =>
+                Math.round(round.requests.total / Math.max(round.duration, 0.001)),
+              ),
+            }
+          : {}),
         ...cpu.perRequest(),
         p50Ms: r.latency.p50,
         p99Ms: r.latency.p99,

@@ -1,5 +1,13 @@
 import { describe, expect, it } from "vitest";
-import { ceilingOf, cpuBound, cpuModelOf, htmlReport } from "../scripts/lib/bench/report";
+import {
+  ceilingOf,
+  cpuBound,
+  cpuModelOf,
+  describeRatio,
+  htmlReport,
+  type Ratio,
+  ratiosOf,
+} from "../scripts/lib/bench/report";
 import type { Row } from "../scripts/lib/bench/settings";
 
 describe("the benchmark's HTML report", () => {
@@ -101,5 +109,38 @@ describe("the benchmark's CPU model", () => {
   it("gives the replay ceiling as the memory row over the floor, when both were measured", () => {
     expect(ceilingOf([row("floor", 1000, 0.4, 0.6, 0.2), row("memory", 3150, 0.2, 0, 0.1)])).toBe(3.15);
     expect(ceilingOf([row("floor", 1000, 0.4, 0.6, 0.2)])).toBeUndefined();
+  });
+});
+
+describe("the benchmark's ratios, round by round", () => {
+  const row = (id: string, requestsPerSec: number, rounds?: number[]): Row => ({
+    id,
+    scenario: id,
+    requestsPerSec,
+    ...(rounds ? { rounds } : {}),
+    p50Ms: 1,
+    p99Ms: 2,
+    peakRssMb: 100,
+    correctness: "ok",
+    ok: true,
+  });
+
+  it("prints each round's ratio and the worst, and holds a must on the worst round", () => {
+    // Over the run 1.03, but the third round collapsed to 0.38.
+    const rows = [row("first-rest", 1030, [1000, 1000, 380]), row("peer-first", 1000, [960, 920, 1000])];
+    const ratio = ratiosOf(rows).find((r) => r.name === "first execution over REST / peer");
+    expect(ratio).toMatchObject({ value: 1.03, rounds: [1.04, 1.09, 0.38], min: 0.38, met: false });
+    expect(describeRatio(ratio as Ratio)).toBe(
+      "ratio: first execution over REST / peer 1.03 (rounds 1.04 / 1.09 / 0.38, min 0.38) (target ≥ 0.8, on the min) — missed",
+    );
+  });
+
+  it("holds a must on the run's value where the rows were not measured in the same rounds", () => {
+    const rows = [row("first-rest", 900, [900, 900]), row("peer-first", 1000)];
+    expect(ratiosOf(rows).find((r) => r.name === "first execution over REST / peer")).toMatchObject({
+      value: 0.9,
+      min: 0.9,
+      met: true,
+    });
   });
 });

@@ -20,7 +20,10 @@ export interface Bench {
   appCpu(): number;
   meter(): CpuMeter;
   total(r: autocannon.Result): number;
-  /** A row from an autocannon result; its RSS is the app's (or `process`'s, when given). */
+  /**
+   * A row from an autocannon result; its RSS is the app's (or `process`'s, when given). `rounds`: the runs of
+   * each interleaved round that `r` combines, for the per-round ratios.
+   */
   add(
     id: string,
     scenario: string,
@@ -29,5 +32,6 @@ export interface Bench {
     ok: boolean,
     cpu: CpuMeter,
     process?: ChildProcess,
+    rounds?: autocannon.Result[],
   ): void;
 }

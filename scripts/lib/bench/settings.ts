@@ -36,6 +36,8 @@ export interface Row {
   id: string;
   scenario: string;
   requestsPerSec: number;
+  /** Requests per second in each interleaved round, in order (rows measured in rounds only). */
+  rounds?: number[];
   /** CPU per request of the app process(es) (for the floor: this process) and of PostgreSQL. */
   appCpuMs?: number;
   dbCpuMs?: number;

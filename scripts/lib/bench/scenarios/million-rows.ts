@@ -79,6 +79,7 @@ export async function millionRows(bench: Bench) {
       true,
       side.cpu,
       side.app.child,
+      side.runs,
     );
   }
 

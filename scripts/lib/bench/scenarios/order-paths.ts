@@ -168,6 +168,7 @@ export async function orderPaths(bench: Bench) {
         true,
         p.cpu,
         p === paths[0] ? floor.child : undefined,
+        p.runs,
       );
       continue;
     }
@@ -183,6 +184,7 @@ export async function orderPaths(bench: Bench) {
       orders >= result["2xx"] && orders <= p.sent.count,
       p.cpu,
       p.id === "floor" ? floor.child : p.id === "peer-first" ? peer?.server.child : undefined,
+      p.runs,
     );
   }
   await replays(bench, paths, created, peer);
@@ -325,6 +327,7 @@ async function replays(bench: Bench, paths: Path[], created: Map<string, number>
       after === r.orders.before && (!same || same.same === same.checked),
       r.cpu,
       r.process,
+      r.runs,
     );
   }
 }
