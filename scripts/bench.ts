@@ -10,6 +10,8 @@
  *   --keep-alive=N    concurrent keep-alive connections held open (default 2000)
  *   --profile=W       when to profile a path after the run: on-miss (default; off with --tiny), always, never
  *   --tiny            a quick run that only proves the script works (CI)
+ *   --outside         the shape of a run measured from outside: the order paths only, 20 connections, 3
+ *                     interleaved rounds of 8 s (each option above still overrides it)
  *   --only=A,B        only these scenarios (by function name: orderPaths, callbackStorm, …); while working
  *                     on one path. A ratio whose rows did not run is shown as not measured.
  * Writes bench-results/latest.json and bench-results/latest.html.

@@ -6,7 +6,12 @@ const args = new Map(
   }),
 );
 export const tiny = args.has("tiny");
-export const DURATION = Number(args.get("duration") ?? (tiny ? 1 : 10));
+/**
+ * The shape of a run measured from outside, against the best peer: the order paths only (first executions and
+ * replays, the peer in Express), 20 connections, 3 interleaved rounds of 8 s each.
+ */
+export const outside = args.has("outside");
+export const DURATION = Number(args.get("duration") ?? (tiny ? 1 : outside ? 24 : 10));
 export const WARMUP = Number(args.get("warmup") ?? (tiny ? 1 : 3));
 export const ROUNDS = Number(args.get("rounds") ?? (tiny ? 1 : 3));
 export const CONNECTIONS = Number(args.get("connections") ?? (tiny ? 4 : 20));
@@ -17,7 +22,7 @@ export const PROFILE = (args.get("profile") ?? (tiny ? "never" : "on-miss")) as
   | "never";
 export const PROFILE_SECONDS = 5;
 /** Only these scenarios (their function names), when given. */
-export const ONLY = args.get("only")?.split(",").filter(Boolean);
+export const ONLY = args.get("only")?.split(",").filter(Boolean) ?? (outside ? ["orderPaths"] : undefined);
 export const KEEP_ALIVE = Number(args.get("keep-alive") ?? (tiny ? 200 : 2000));
 export const PAID = Number(args.get("orders") ?? (tiny ? 5 : 100));
 export const SECRET = "whsec_bench_secret_0123456789abcdefghij";
