@@ -79,11 +79,12 @@ async function main() {
     const appCpu = () => processCpuMs(app.child.pid);
     const meter = () => new CpuMeter(appCpu, ownCpuMs, () => mainThreadCpuMs(app.child.pid));
     const total = (r: autocannon.Result) => r.requests.total;
-    const add: Bench["add"] = (id, scenario, r, correctness, ok, cpu, process = app.child, rounds) =>
+    const add: Bench["add"] = (id, scenario, r, correctness, ok, cpu, process = app.child, rounds, runtime) =>
       rows.push({
         id,
         scenario,
         requestsPerSec: Math.round(r.requests.average),
+        ...(runtime && runtime.length > 0 ? { runtime } : {}),
         ...(rounds
           ? {
               rounds: rounds.map((round) =>

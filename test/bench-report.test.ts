@@ -8,6 +8,7 @@ import {
   type Ratio,
   ratiosOf,
 } from "../scripts/lib/bench/report";
+import { describeRuntime } from "../scripts/lib/bench/runtime";
 import type { Row } from "../scripts/lib/bench/settings";
 
 describe("the benchmark's HTML report", () => {
@@ -142,5 +143,18 @@ describe("the benchmark's ratios, round by round", () => {
       min: 0.9,
       met: true,
     });
+  });
+});
+
+describe("the app's runtime, round by round", () => {
+  it("says each round's event-loop delay and GC, and a round it could not read", () => {
+    expect(
+      describeRuntime("6 replay, REST", [
+        { eventLoopP99Ms: 3.1, eventLoopMaxMs: 12, gcMs: 40.5, gcPauses: 12 },
+        undefined,
+      ]),
+    ).toBe(
+      "runtime: 6 replay, REST: round 1: event loop p99 3.1 ms, max 12 ms, GC 40.5 ms in 12 pauses; round 2: not read",
+    );
   });
 });

@@ -272,6 +272,9 @@ describe("operator pages", () => {
     const text = await metrics.text();
     expect(text).toContain("checkout_idempotent_requests_total");
     expect(text).toContain("checkout_reconciliation_violations");
+    // The process's runtime too (the bench reads it round by round): event-loop delay and GC pauses.
+    expect(text).toMatch(/^nodejs_eventloop_lag_p99_seconds \d/m);
+    expect(text).toContain("nodejs_gc_duration_seconds_sum");
   });
 
   it("MockPay's endpoint console: admin only, a clear refusal for a bad id or form, and a switch that says what to give the merchant", async () => {

@@ -1,3 +1,4 @@
+import { collectDefaultMetrics } from "prom-client";
 import { entriesOf, getEnv } from "~/env";
 import { REFUNDS_PORT } from "~/server/refunds/facts";
 import { getLogger } from "~/shared/logger";
@@ -53,6 +54,8 @@ export function getAppContext(): AppContext {
     idleInTransactionTimeoutMs: env.DB_IDLE_IN_TRANSACTION_TIMEOUT_MS,
   });
   const telemetry = createTelemetry(getLogger(), new AttemptLog(db));
+  // This process's runtime beside the app's counters: event-loop delay, GC pauses, heap, CPU (prom-client's).
+  collectDefaultMetrics({ register: telemetry.registry });
   const app: AppContext = {
     db,
     gateway: createGateway(

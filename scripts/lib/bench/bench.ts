@@ -3,7 +3,7 @@ import type autocannon from "autocannon";
 import type { Db } from "~/server/db/client";
 import type { AppProcess } from "../app-process";
 import type { CpuMeter } from "../cpu";
-import type { Row } from "./settings";
+import type { Row, RuntimeWindow } from "./settings";
 
 /** What every scenario works with: the database, the running app, its first shopper, and the table. */
 export interface Bench {
@@ -22,7 +22,7 @@ export interface Bench {
   total(r: autocannon.Result): number;
   /**
    * A row from an autocannon result; its RSS is the app's (or `process`'s, when given). `rounds`: the runs of
-   * each interleaved round that `r` combines, for the per-round ratios.
+   * each interleaved round that `r` combines, for the per-round ratios; `runtime`: the app's runtime in each.
    */
   add(
     id: string,
@@ -33,5 +33,6 @@ export interface Bench {
     cpu: CpuMeter,
     process?: ChildProcess,
     rounds?: autocannon.Result[],
+    runtime?: (RuntimeWindow | undefined)[],
   ): void;
 }

@@ -2,6 +2,7 @@ import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { availableParallelism } from "node:os";
 import path from "node:path";
+import { describeRuntime } from "./runtime";
 import { CONNECTIONS, DURATION, PAID, type Row, STORM } from "./settings";
 
 /** The targets, each a ratio of two rows' req/s measured in the same run. */
@@ -187,6 +188,7 @@ export function report(
   ].join("\n");
   console.log(`\n${table}\n`);
   for (const ratio of ratios) console.log(describeRatio(ratio));
+  for (const row of rows) if (row.runtime) console.log(describeRuntime(row.scenario, row.runtime));
   const models = cpuModelOf(rows);
   for (const model of models) {
     const target = TARGETS.find((t) => t.name === model.ratio);

@@ -36,6 +36,16 @@ export interface LatencyPoint {
   ms: number;
 }
 
+/** What the app's runtime did over one round (./runtime.ts). */
+export interface RuntimeWindow {
+  /** The event loop's delay over the round: its 99th percentile and its worst. */
+  eventLoopP99Ms: number;
+  eventLoopMaxMs: number;
+  /** Time in GC pauses during the round, and how many. */
+  gcMs: number;
+  gcPauses: number;
+}
+
 export interface Row {
   /** Stable name the ratios find it by. */
   id: string;
@@ -43,6 +53,8 @@ export interface Row {
   requestsPerSec: number;
   /** Requests per second in each interleaved round, in order (rows measured in rounds only). */
   rounds?: number[];
+  /** The bench app's runtime in each of those rounds (its own rows only). */
+  runtime?: (RuntimeWindow | undefined)[];
   /** CPU per request of the app process(es) (for the floor: this process) and of PostgreSQL. */
   appCpuMs?: number;
   dbCpuMs?: number;

@@ -14,7 +14,8 @@ import {
   type Transport,
 } from "../load";
 import { peerDatabase } from "../peer-database";
-import { DURATION, log, ROUNDS, WARMUP } from "../settings";
+import { withRuntime } from "../runtime";
+import { DURATION, log, ROUNDS, type RuntimeWindow, WARMUP } from "../settings";
 
 interface Path {
   id: string;
@@ -25,6 +26,8 @@ interface Path {
   userId: string | null;
   cpu: CpuMeter;
   runs: autocannon.Result[];
+  /** The bench app's runtime in each round (its own paths only). */
+  runtime: (RuntimeWindow | undefined)[];
   sent: { count: number };
 }
 
@@ -71,6 +74,7 @@ export async function orderPaths(bench: Bench) {
     userId: who,
     cpu,
     runs: [],
+    runtime: [],
     sent: { count: 0 },
   });
   const baselineCookie = await sessionCookie(app.baseUrl);
@@ -148,12 +152,18 @@ export async function orderPaths(bench: Bench) {
   for (let round = 0; round < ROUNDS; round++) {
     for (const p of paths) {
       const keys = Array.from({ length: 100_000 }, () => randomUUID());
-      p.runs.push(
-        await p.cpu.measure(
+      const measured = () =>
+        p.cpu.measure(
           () => run({ ...orderLoad(p.baseUrl, p.transport, keys, 0, p.sent), duration: DURATION / ROUNDS }),
           total,
-        ),
-      );
+        );
+      if (p.baseUrl !== app.baseUrl) {
+        p.runs.push(await measured());
+        continue;
+      }
+      const { value, runtime } = await withRuntime(app.baseUrl, measured);
+      p.runs.push(value);
+      p.runtime.push(runtime);
     }
   }
   const created = new Map<string, number>();
@@ -169,6 +179,7 @@ export async function orderPaths(bench: Bench) {
         p.cpu,
         p === paths[0] ? floor.child : undefined,
         p.runs,
+        p.runtime,
       );
       continue;
     }
@@ -185,6 +196,7 @@ export async function orderPaths(bench: Bench) {
       p.cpu,
       p.id === "floor" ? floor.child : p.id === "peer-first" ? peer?.server.child : undefined,
       p.runs,
+      p.runtime,
     );
   }
   await replays(bench, paths, created, peer);
@@ -245,6 +257,8 @@ interface Replay {
   keys: string[];
   cpu: CpuMeter;
   runs: autocannon.Result[];
+  /** The bench app's runtime in each round (its own replays only). */
+  runtime: (RuntimeWindow | undefined)[];
   /** Whose orders they are, where they are counted, and how many there were before. */
   orders: { userId: string; settled: (sql: string) => Promise<number>; before: number };
   /** Ours: 20 fresh keys each sent twice must get the first answer's bytes back. */
@@ -274,6 +288,7 @@ async function replays(bench: Bench, paths: Path[], created: Map<string, number>
       keys: await recent(peer.db.sql, peer.server.userId),
       cpu: processMeter(peer.server),
       runs: [],
+      runtime: [],
       orders: {
         userId: peer.server.userId,
         settled: peer.db.settled,
@@ -295,6 +310,7 @@ async function replays(bench: Bench, paths: Path[], created: Map<string, number>
       keys: await recent(db.$client, first.userId),
       cpu: meter(),
       runs: [],
+      runtime: [],
       orders: { userId: first.userId, settled, before: created.get(first.id) ?? 0 },
       bytes: true,
     });
@@ -304,12 +320,18 @@ async function replays(bench: Bench, paths: Path[], created: Map<string, number>
   );
   for (let round = 0; round < ROUNDS; round++) {
     for (const r of all) {
-      r.runs.push(
-        await r.cpu.measure(
+      const measured = () =>
+        r.cpu.measure(
           () => run({ ...orderLoad(r.baseUrl, r.transport, r.keys, 0, null), duration: DURATION / ROUNDS }),
           total,
-        ),
-      );
+        );
+      if (r.baseUrl !== app.baseUrl) {
+        r.runs.push(await measured());
+        continue;
+      }
+      const { value, runtime } = await withRuntime(app.baseUrl, measured);
+      r.runs.push(value);
+      r.runtime.push(runtime);
     }
   }
   for (const r of all) {
@@ -328,6 +350,7 @@ async function replays(bench: Bench, paths: Path[], created: Map<string, number>
       r.cpu,
       r.process,
       r.runs,
+      r.runtime,
     );
   }
 }
