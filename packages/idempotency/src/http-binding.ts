@@ -111,7 +111,7 @@ export interface IdempotentRoute<T, Tx, Req> {
   problemType?: (code: string) => string;
 }
 
-/** The core's own refusals as HTTP statuses, and whether the client may send the same request again. */
+/** The core's own refusals and the binding's: their HTTP status and problem title. */
 const CORE_REFUSALS: Record<string, { status: number; title: string }> = {
   REQUEST_INVALID: { status: 400, title: "Request invalid" },
   IDEMPOTENCY_KEY_MISSING: { status: 400, title: "Idempotency-Key required" },

@@ -123,6 +123,25 @@ export function gatewayKeyOf<I>(
   return keyOfCall(op, call) ?? (op.key.kind === "natural" ? op.key.of(call.input) : undefined);
 }
 
+/**
+ * The key a raw, not yet validated input carries: the record's (`record`) or the one the gateway counts
+ * duplicates by (`gateway`); none when the input cannot be read so.
+ */
+export function keyOfRawInput(
+  op: AnyOperation,
+  input: unknown,
+  which: "record" | "gateway",
+): string | undefined {
+  if (typeof input !== "object" || input === null) return undefined;
+  try {
+    const call = { input: input as Record<string, unknown> };
+    const key = which === "record" ? keyOfCall(op, call) : gatewayKeyOf(op, call);
+    return typeof key === "string" ? key : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /** The request the fingerprint hashes: the canonical form, or the input less the client key. */
 export function canonicalRequest<I>(op: Operation<z.ZodType, unknown, never, I>, input: I): unknown {
   if (op.canonical) return op.canonical(input);

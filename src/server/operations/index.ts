@@ -17,6 +17,7 @@ export {
   type Executed,
   gatewayKeyOf,
   keyOfCall,
+  keyOfRawInput,
   type Operation,
   type OperationContext,
   type OperationKey,
@@ -32,8 +33,6 @@ export {
   runIdempotent,
 } from "./record-store";
 export {
-  keepAnswer,
-  knownAnswer,
   type OperationAnswer,
   type OperationCall,
   runOperation,

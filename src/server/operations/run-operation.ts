@@ -114,7 +114,7 @@ export async function runOperation<S extends z.ZodType, R, D, I = z.output<S>>(
  * copy in; undefined: run the call. The text must be all that decides the input besides the shopper and the
  * key (the transport's path and body).
  */
-export function knownAnswer<R>(
+function knownAnswer<R>(
   config: IdempotencyConfig,
   op: AnyOperation,
   call: { userId: string; key: string; requestText: string; admit: () => Promise<void> },
@@ -188,7 +188,7 @@ const keyOfAnswer = new WeakMap<object, KeyRef & { request: unknown }>();
  * what `runOperation` answered: one run under a record remembers its key and request, and is kept when it is a
  * replay (of the record, or of the business object its key found); anything else is not kept.
  */
-export function keepAnswer(
+function keepAnswer(
   config: IdempotencyConfig,
   answer: unknown,
   requestText: string,

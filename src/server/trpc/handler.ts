@@ -11,7 +11,7 @@ import {
 import type { AppContext } from "~/server/app-context";
 import { DomainError } from "~/server/errors";
 import { withRequestContext } from "~/server/observability/request-context";
-import { type AnyOperation, keyOfCall, serveOperation } from "~/server/operations";
+import { type AnyOperation, keyOfRawInput, serveOperation } from "~/server/operations";
 import { getLogger } from "~/shared/logger";
 import type { PlainRequest, PlainResponse } from "~/shared/plain-http";
 import { createTrpcContext, type TrpcContext } from "./context";
@@ -146,7 +146,7 @@ async function servedOperation(
     admission ??= admitMutation(ctx, call.path, meta, call.input);
     return admission;
   };
-  const replayKey = rawKeyOf(op, call.input);
+  const replayKey = keyOfRawInput(op, call.input, "record");
   // Admitted before anything else, as the procedure's middleware admits: a refusal is a tRPC error already.
   await admitted();
   try {
@@ -171,17 +171,6 @@ async function servedOperation(
     return served.rendering;
   } catch (error) {
     throw asTrpcError(error, { path: call.path, type: "mutation", ctx });
-  }
-}
-
-/** The idempotency key the raw input carries, for the known replay (none when it cannot be read). */
-function rawKeyOf(op: AnyOperation, input: unknown): string | undefined {
-  if (typeof input !== "object" || input === null) return undefined;
-  try {
-    const key = keyOfCall(op, { input: input as Record<string, unknown> });
-    return typeof key === "string" ? key : undefined;
-  } catch {
-    return undefined;
   }
 }
 

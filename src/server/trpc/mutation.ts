@@ -1,6 +1,6 @@
 import type { z } from "zod";
 import type { AppContext } from "~/server/app-context";
-import { type AnyOperation, gatewayKeyOf, type Operation, runOperation } from "~/server/operations";
+import { type AnyOperation, keyOfRawInput, type Operation, runOperation } from "~/server/operations";
 import { shopperProcedure } from "./init";
 
 /**
@@ -16,7 +16,9 @@ export function mutationOf<S extends z.ZodType, R>(
     .meta({
       operation: op as AnyOperation,
       ...options,
-      ...(op.gateway !== "off" ? { gateway: { keyOf: (input: unknown) => rawKeyOf(op, input) } } : {}),
+      ...(op.gateway !== "off"
+        ? { gateway: { keyOf: (input: unknown) => keyOfRawInput(op as AnyOperation, input, "gateway") } }
+        : {}),
     })
     .input(op.input)
     .mutation(({ ctx, input }) =>
@@ -28,15 +30,4 @@ export function mutationOf<S extends z.ZodType, R>(
         ctx.app.idempotency,
       ),
     );
-}
-
-/** The key the gateway counts duplicates by, from input not yet validated (none when it cannot be read). */
-function rawKeyOf(op: AnyOperation, input: unknown): string | undefined {
-  if (typeof input !== "object" || input === null) return undefined;
-  try {
-    const key = gatewayKeyOf(op as never, { input: input as never });
-    return typeof key === "string" ? key : undefined;
-  } catch {
-    return undefined;
-  }
 }

@@ -152,18 +152,12 @@ export async function orderPaths(bench: Bench) {
   for (let round = 0; round < ROUNDS; round++) {
     for (const p of paths) {
       const keys = Array.from({ length: 100_000 }, () => randomUUID());
-      const measured = () =>
+      await measureRound(p, app.baseUrl, () =>
         p.cpu.measure(
           () => run({ ...orderLoad(p.baseUrl, p.transport, keys, 0, p.sent), duration: DURATION / ROUNDS }),
           total,
-        );
-      if (p.baseUrl !== app.baseUrl) {
-        p.runs.push(await measured());
-        continue;
-      }
-      const { value, runtime } = await withRuntime(app.baseUrl, measured);
-      p.runs.push(value);
-      p.runtime.push(runtime);
+        ),
+      );
     }
   }
   const created = new Map<string, number>();
@@ -320,18 +314,12 @@ async function replays(bench: Bench, paths: Path[], created: Map<string, number>
   );
   for (let round = 0; round < ROUNDS; round++) {
     for (const r of all) {
-      const measured = () =>
+      await measureRound(r, app.baseUrl, () =>
         r.cpu.measure(
           () => run({ ...orderLoad(r.baseUrl, r.transport, r.keys, 0, null), duration: DURATION / ROUNDS }),
           total,
-        );
-      if (r.baseUrl !== app.baseUrl) {
-        r.runs.push(await measured());
-        continue;
-      }
-      const { value, runtime } = await withRuntime(app.baseUrl, measured);
-      r.runs.push(value);
-      r.runtime.push(runtime);
+        ),
+      );
     }
   }
   for (const r of all) {
@@ -353,6 +341,21 @@ async function replays(bench: Bench, paths: Path[], created: Map<string, number>
       r.runtime,
     );
   }
+}
+
+/** One round of a path: its run kept, and, for the bench app's own paths, what its runtime did meanwhile. */
+async function measureRound(
+  path: { baseUrl: string; runs: autocannon.Result[]; runtime: (RuntimeWindow | undefined)[] },
+  appUrl: string,
+  measured: () => Promise<autocannon.Result>,
+): Promise<void> {
+  if (path.baseUrl !== appUrl) {
+    path.runs.push(await measured());
+    return;
+  }
+  const { value, runtime } = await withRuntime(appUrl, measured);
+  path.runs.push(value);
+  path.runtime.push(runtime);
 }
 
 /** New keys, each sent twice: the second answer must be the first one's bytes (tRPC's `replayed` flag aside). */
