@@ -313,6 +313,22 @@ async function runOnce(plan: RunPlan, adminUrl: string, ha?: HaRun): Promise<Run
   }
 }
 
+/**
+ * A run that threw before its checks: a failed row of its own, so the report is written, the other seeds still run
+ * and CI's closing lines name the error.
+ */
+function abandoned(plan: RunPlan, error: unknown): RunSummary {
+  const detail = error instanceof Error ? (error.stack ?? error.message) : String(error);
+  log(`seed ${plan.seed}: the run stopped on an error: ${detail}`);
+  return {
+    plan,
+    faults: [],
+    checks: [
+      { name: "the run finishes (no error in the harness or the system)", checked: 1, violations: [detail] },
+    ],
+  };
+}
+
 function readRegressions(): Regression[] {
   if (!existsSync(REGRESSIONS)) return [];
   return (JSON.parse(readFileSync(REGRESSIONS, "utf8")) as { seeds: Regression[] }).seeds;
@@ -374,9 +390,10 @@ async function main() {
   }
   const runs: RunSummary[] = [];
   try {
-    for (const plan of plans) runs.push(await runOnce(plan, adminUrl, ha));
+    for (const plan of plans)
+      runs.push(await runOnce(plan, adminUrl, ha).catch((error) => abandoned(plan, error)));
   } finally {
-    await stopServer();
+    await stopServer().catch((error: unknown) => log(`stopping the database failed: ${String(error)}`));
   }
   const failures = runs.filter((run) => run.checks.some((c) => c.violations.length > 0)).length;
   // One row per invariant and run, in the shape CI's totals read (.ci/totals.mjs).

@@ -253,6 +253,52 @@ describe("the story of one order, from what the layers recorded", () => {
     }
   });
 
+  test("the attempt log: a flush whose answer was lost after it committed is sent again and written once", async ({
+    database,
+  }) => {
+    // The statement runs and commits; its answer never arrives, as when the primary is killed right after the
+    // commit. The log cannot tell that from a flush that never ran, so it sends the batch again.
+    let lose = 1;
+    const client = Object.assign(async (strings: TemplateStringsArray, ...values: unknown[]) => {
+      const result = await database.sql(strings, ...(values as never[]));
+      if (lose-- > 0)
+        throw Object.assign(new Error("write CONNECTION_CLOSED"), { code: "CONNECTION_CLOSED" });
+      return result;
+    }, database.sql);
+    const log = new AttemptLog({ ...database.db, $client: client } as typeof database.db, {
+      flushMs: 60_000,
+    });
+    const key = randomUUID();
+    log.add({ layer: "service", scope: "s", subject: "order.create", key, outcome: "first" });
+    await expect(log.flush()).rejects.toThrow("CONNECTION_CLOSED");
+    // Counted meanwhile: a batch of its own, written too.
+    log.add({ layer: "service", scope: "s", subject: "order.create", key, outcome: "replayed" });
+    expect(await log.flush()).toBe(2);
+    const rows = await database.sql<{ outcome: string; count: number }[]>`
+      SELECT outcome, sum(count)::int AS count FROM duplicate_attempt WHERE key = ${key} GROUP BY outcome ORDER BY outcome`;
+    expect(rows).toEqual([
+      { outcome: "first", count: 1 },
+      { outcome: "replayed", count: 1 },
+    ]);
+  });
+
+  test("the attempt log: flushes asked for at once run one after another, and every batch is written", async ({
+    database,
+  }) => {
+    const log = new AttemptLog(database.db, { flushMs: 60_000 });
+    const key = randomUUID();
+    const flushes: Promise<number>[] = [];
+    for (const outcome of ["first", "replayed", "waited"]) {
+      log.add({ layer: "service", scope: "s", subject: "order.create", key, outcome });
+      flushes.push(log.flush());
+    }
+    const written = await Promise.all(flushes);
+    expect(written.reduce((sum, n) => sum + n, 0)).toBe(3);
+    const rows =
+      await database.sql`SELECT outcome FROM duplicate_attempt WHERE key = ${key} ORDER BY outcome`;
+    expect(rows.map((row) => row.outcome)).toEqual(["first", "replayed", "waited"]);
+  });
+
   test("an order that does not exist has no story", async ({ app }) => {
     expect(await orderStory(app.db, { userId: randomUUID(), orderId: randomUUID() })).toBeUndefined();
   });

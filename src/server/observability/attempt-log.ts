@@ -1,4 +1,4 @@
-import { sql } from "drizzle-orm";
+import { randomUUID } from "node:crypto";
 import type { Db } from "~/server/db/client";
 import type { AttemptLayer } from "~/server/db/schema";
 
@@ -17,15 +17,30 @@ interface Tallied extends Attempt {
   count: number;
 }
 
+/** One flush's rows under the id that makes writing them twice write them once. */
+interface Batch {
+  id: string;
+  rows: Tallied[];
+}
+
 /**
  * Every attempt that reached a layer, counted in memory per (key, layer, outcome, second) and appended as
  * one row each when flushed (readers sum the rows of a second that spans two flushes): a storm of a thousand
  * copies of one request is one row with a count of a thousand, and a replay answered from memory costs the
- * database nothing until the flush (once a second, one statement). The table feeds the order's story ("what happened to this order").
- * Bounded: past `maxEntries` distinct rows waiting, more are counted as dropped, not kept.
+ * database nothing until the flush (once a second, one statement). The table feeds the order's story ("what
+ * happened to this order").
+ *
+ * A flush is written once, whatever its answer: it carries an id, recorded in `attempt_flush` by the same
+ * statement that appends its rows, and a batch whose answer was lost (an error after the commit, as when the
+ * primary dies) is sent again as it was, under the same id, so a batch that did commit adds nothing.
+ * Bounded: past `maxEntries` rows waiting (counted and unsent), more are counted as dropped, not kept.
  */
 export class AttemptLog {
   private tally = new Map<string, Tallied>();
+  private unsent: Batch[] = [];
+  private unsentRows = 0;
+  /** Flushes run one after another: two at once would each send the first unsent batch and drop the second. */
+  private flushing: Promise<unknown> = Promise.resolve();
   private timer: ReturnType<typeof setTimeout> | undefined;
   private lastPrune = 0;
   dropped = 0;
@@ -40,7 +55,7 @@ export class AttemptLog {
     const id = idOf(attempt, second);
     const known = this.tally.get(id);
     if (known) known.count++;
-    else if (this.tally.size >= (this.options.maxEntries ?? 20_000)) this.dropped++;
+    else if (this.tally.size + this.unsentRows >= this.maxEntries) this.dropped++;
     else this.tally.set(id, { ...attempt, second, count: 1 });
     if (!this.timer) {
       this.timer = setTimeout(() => {
@@ -51,43 +66,59 @@ export class AttemptLog {
     }
   }
 
-  /** Writes what was counted since the last flush; on failure it is kept for the next one. */
-  async flush(): Promise<number> {
-    const taken = [...this.tally.values()];
-    this.tally = new Map();
-    if (taken.length === 0) return 0;
-    try {
-      // One statement of eight arrays, whatever the number of rows: building a multi-row VALUES list per
-      // flush cost the replay path measurable CPU in the bench.
-      const column = <K extends keyof Tallied>(key: K) => taken.map((row) => row[key]);
-      await this.db.$client`
-        INSERT INTO duplicate_attempt (layer, scope, subject, key, outcome, absorbed_by, second, count)
-        SELECT layer, scope, subject, key, outcome, absorbed_by, to_timestamp(second), count
-          FROM unnest(${column("layer")}::text[], ${column("scope")}::text[], ${column("subject")}::text[],
-                      ${column("key")}::text[], ${column("outcome")}::text[], ${taken.map((row) => row.absorbedBy ?? "")}::text[],
-                      ${column("second")}::float8[], ${column("count")}::int[])
-               AS t(layer, scope, subject, key, outcome, absorbed_by, second, count)`;
-    } catch (error) {
-      for (const row of taken) {
-        const id = idOf(row, row.second);
-        const known = this.tally.get(id);
-        if (known) known.count += row.count;
-        else if (this.tally.size < (this.options.maxEntries ?? 20_000)) this.tally.set(id, row);
-        else this.dropped += row.count;
-      }
-      throw error;
+  /**
+   * Writes the batches whose answer never came, then what was counted since; returns the rows written. A batch
+   * that fails is kept as it is, for the next flush.
+   */
+  flush(): Promise<number> {
+    const flushed = this.flushing.catch(() => {}).then(() => this.flushInTurn());
+    this.flushing = flushed;
+    return flushed;
+  }
+
+  private async flushInTurn(): Promise<number> {
+    if (this.tally.size > 0) {
+      this.unsent.push({ id: randomUUID(), rows: [...this.tally.values()] });
+      this.unsentRows += this.tally.size;
+      this.tally = new Map();
     }
-    // Written: whatever happens to the prune below, these counts are not kept for another flush (they would be
-    // added twice: a chaos run once saw an order with two copies that "took effect" after connections dropped).
-    if (Date.now() - this.lastPrune > 60_000) {
+    let written = 0;
+    while (this.unsent[0]) {
+      const batch = this.unsent[0];
+      await this.write(batch);
+      this.unsent.shift();
+      this.unsentRows -= batch.rows.length;
+      written += batch.rows.length;
+    }
+    if (written > 0 && Date.now() - this.lastPrune > 60_000) {
       this.lastPrune = Date.now();
-      await this.db
-        .execute(
-          sql`DELETE FROM duplicate_attempt WHERE second < now() - ${this.options.keepHours ?? 48} * interval '1 hour'`,
-        )
-        .catch(() => {});
+      const hours = this.options.keepHours ?? 48;
+      await this.db.$client`
+        WITH pruned AS (DELETE FROM attempt_flush WHERE at < now() - ${hours} * interval '1 hour')
+        DELETE FROM duplicate_attempt WHERE second < now() - ${hours} * interval '1 hour'`.catch(() => {});
     }
-    return taken.length;
+    return written;
+  }
+
+  /**
+   * One statement of eight arrays, whatever the number of rows (a multi-row VALUES list per flush costs the
+   * replay path measurable CPU), appended only when the batch's id is new.
+   */
+  private async write({ id, rows }: Batch): Promise<void> {
+    const column = <K extends keyof Tallied>(key: K) => rows.map((row) => row[key]);
+    await this.db.$client`
+      WITH flush AS (INSERT INTO attempt_flush (id) VALUES (${id}) ON CONFLICT (id) DO NOTHING RETURNING id)
+      INSERT INTO duplicate_attempt (layer, scope, subject, key, outcome, absorbed_by, second, count)
+      SELECT layer, scope, subject, key, outcome, absorbed_by, to_timestamp(second), count
+        FROM unnest(${column("layer")}::text[], ${column("scope")}::text[], ${column("subject")}::text[],
+                    ${column("key")}::text[], ${column("outcome")}::text[], ${rows.map((row) => row.absorbedBy ?? "")}::text[],
+                    ${column("second")}::float8[], ${column("count")}::int[])
+             AS t(layer, scope, subject, key, outcome, absorbed_by, second, count)
+       WHERE EXISTS (SELECT FROM flush)`;
+  }
+
+  private get maxEntries(): number {
+    return this.options.maxEntries ?? 20_000;
   }
 }
 

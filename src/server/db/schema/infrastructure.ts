@@ -126,6 +126,15 @@ export const duplicateAttempt = pgTable(
   ],
 );
 
+/**
+ * The attempt log's flushes, by id: a flush appends its rows only when its id is new here, in the same statement,
+ * so a flush sent again after its answer was lost (it had committed) appends nothing. Pruned with the rows.
+ */
+export const attemptFlush = pgTable("attempt_flush", {
+  id: uuid().primaryKey(),
+  at: timestamp({ withTimezone: true }).notNull().defaultNow(),
+});
+
 // ---------------------------------------------------------------------------
 // Reconciliation, kept: the event worker runs it once per period and fleet (the first worker to claim the
 // period's slot), and every instance's alert log, /admin and /api/metrics read the last one kept, instead of
