@@ -12,6 +12,9 @@
  *   --tiny            a quick run that only proves the script works (CI)
  *   --outside         the shape of a run measured from outside: the order paths only, 20 connections, 3
  *                     interleaved rounds of 8 s (each option above still overrides it)
+ *   --adapters        the package's adapters (Express, Fastify, Hono) each beside the peer in the same
+ *                     framework, and nothing else; --tiny runs them too (CI), a default run does not
+ *   --frameworks=A,B  which adapters' frameworks, in this order (default express,fastify,hono)
  *   --only=A,B        only these scenarios (by function name: orderPaths, callbackStorm, …); while working
  *                     on one path. A ratio whose rows did not run is shown as not measured.
  * Writes bench-results/latest.json and bench-results/latest.html.
@@ -25,6 +28,8 @@ import type { Bench } from "./lib/bench/bench";
 import { latencyCurve, peakRssMb, sessionCookie, startApp } from "./lib/bench/load";
 import { profilePath } from "./lib/bench/profile";
 import { ratiosOf, report, TARGETS } from "./lib/bench/report";
+import { adapterPaths } from "./lib/bench/scenarios/adapter-paths";
+import { backgroundWork } from "./lib/bench/scenarios/background-work";
 import { callbackStorm } from "./lib/bench/scenarios/callback-storm";
 import { databaseFloor } from "./lib/bench/scenarios/database-floor";
 import { duplicateStorm } from "./lib/bench/scenarios/duplicate-storm";
@@ -34,7 +39,7 @@ import { millionRows } from "./lib/bench/scenarios/million-rows";
 import { orderPaths } from "./lib/bench/scenarios/order-paths";
 import { reconciliationScale } from "./lib/bench/scenarios/reconciliation-scale";
 import { twoInstances } from "./lib/bench/scenarios/two-instances";
-import { log, ONLY, PROFILE, PROFILE_SECONDS, type Row } from "./lib/bench/settings";
+import { log, ONLY, PROFILE, PROFILE_SECONDS, type Row, tiny } from "./lib/bench/settings";
 import { settledCount } from "./lib/bench/settle";
 import { ensureBuild } from "./lib/build";
 import { CpuMeter, mainThreadCpuMs, ownCpuMs, processCpuMs } from "./lib/cpu";
@@ -117,12 +122,14 @@ async function main() {
     };
     const scenarios = [
       orderPaths,
+      adapterPaths,
       duplicateStorm,
       callbackStorm,
       twoInstances,
       databaseFloor,
       keepAlive,
       expiredKey,
+      backgroundWork,
       // Last: they fill tables of their own.
       millionRows,
       reconciliationScale,
@@ -130,7 +137,8 @@ async function main() {
     const unknown = ONLY?.filter((name) => !scenarios.some((s) => s.name === name)) ?? [];
     if (unknown.length > 0) throw new Error(`--only: no scenario ${unknown.join(", ")}`);
     for (const scenario of scenarios) {
-      if (!ONLY || ONLY.includes(scenario.name)) await scenario(bench);
+      const chosen = ONLY ? ONLY.includes(scenario.name) : scenario !== adapterPaths || tiny;
+      if (chosen) await scenario(bench);
     }
     appPeak = peakRssMb(app.child);
     await app.stop();

@@ -184,6 +184,8 @@ export const SETTINGS = z.object({
   /** Serves /api/bench/trpc, the benchmark's unprotected baseline. Never in production. */
   BENCH_ROUTES: flag(false),
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
+  /** JSON lines, or lines for a person; default: for a person in development, JSON otherwise. */
+  LOG_FORMAT: z.enum(["json", "pretty"]).optional(),
   /**
    * The production server maps stack traces through source maps (the TypeScript lines of its own code), at the
    * cost of every loaded module's map held in memory, Next's included: about 50 MB. Off by default.

@@ -4,7 +4,7 @@ import { getLogger } from "~/shared/logger";
 import { every } from "~/shared/periodic";
 import { getAppContext } from "./app-context";
 import type { ConsumeHooks } from "./fulfilment/consume";
-import { type RunningWorker, startWorker } from "./fulfilment/worker";
+import { type PeriodicTask, type RunningWorker, startWorker } from "./fulfilment/worker";
 import { deleteExpiredRecords } from "./operations";
 import { closeTimedOutOrders } from "./orders/timeout";
 import { syncStalePayments } from "./payments/status-query";
@@ -16,6 +16,8 @@ interface RunningJobs {
 }
 
 const REFUSAL_FLUSH_MS = 2_000;
+/** Conditions a person must see are also written to the log at error level, this often while they hold. */
+const ALERT_LOG_MS = 30_000;
 /**
  * How often a worker looks for a reconciliation due (a "Reconcile now", a period's run): a request waits at most
  * this long; a look at a period claimed already costs a delete and two inserts that change nothing.
@@ -25,56 +27,18 @@ const RECONCILE_CLAIM_MS = 5_000;
 // On globalThis: two copies of this module load in the production server (why: src/host/server.ts).
 const globalForJobs = globalThis as unknown as { checkoutJobs?: RunningJobs };
 
-/** The merchant's background work in an app instance. Safe to run in every instance at once. */
+/**
+ * What an app instance runs beside its requests: the flush of the notification refusals it counted (its own, in
+ * memory), and the event worker with the periodic tasks when it hosts them (WORKER_IN_APP, the demo's `npm start`).
+ * In production (`npm run serve` beside `npm run worker`) the periodic tasks run in the worker processes only, so
+ * an instance's CPU is its requests'. Safe to run in every instance at once.
+ */
 export function startMerchantJobs(): void {
   if (globalForJobs.checkoutJobs) return;
   const { db, payments } = getAppContext();
   const log = getLogger();
-  const timers: NodeJS.Timeout[] = [];
-  const cleanupMs = getEnv().IDEMPOTENCY_CLEANUP_INTERVAL_MS;
-  if (cleanupMs > 0) {
-    timers.push(
-      every(
-        cleanupMs,
-        async () => {
-          const deleted = await deleteExpiredRecords(db);
-          if (deleted > 0) log.info({ deleted }, "expired idempotency records deleted");
-        },
-        { name: "idempotency cleanup", log },
-      ),
-    );
-  }
-  // Lost notifications: ask the provider about payments (and refunds) that stayed open too long.
-  if (payments.queryIntervalMs > 0) {
-    timers.push(
-      every(
-        payments.queryIntervalMs,
-        async () => {
-          const results = await syncStalePayments(db, payments, { olderThanS: payments.queryAfterS });
-          const changed = results.filter((r) => r.outcome !== "UNCHANGED");
-          if (changed.length > 0) log.info({ changed }, "payment status queries applied");
-        },
-        { name: "payment status query", log },
-      ),
-    );
-  }
-  // Unpaid orders past their payment deadline close, through the shopper's cancel path.
-  if (payments.timeoutIntervalMs > 0) {
-    timers.push(
-      every(
-        payments.timeoutIntervalMs,
-        async () => {
-          const { closed, paid, failed } = await closeTimedOutOrders(db, { payments });
-          if (closed.length + paid.length + failed.length > 0) {
-            log.info({ closed, paid, failed }, "unpaid orders past their deadline");
-          }
-        },
-        { name: "order payment timeout", log },
-      ),
-    );
-  }
   // Notifications refused before verification: counted in memory, written as one row per minute and reason.
-  timers.push(
+  const timers = [
     every(
       REFUSAL_FLUSH_MS,
       async () => {
@@ -88,11 +52,74 @@ export function startMerchantJobs(): void {
       },
       { name: "refused notification counts", log },
     ),
-  );
-  startAlertLog(timers);
+  ];
   const jobs: RunningJobs = { timers };
   globalForJobs.checkoutJobs = jobs;
   if (getEnv().WORKER_IN_APP) jobs.worker = startEventWorker({ retry: true });
+}
+
+/**
+ * The periodic tasks, run by every event worker (each safe in several at once): the reconciliation (once per
+ * period and fleet, whichever worker claims it first), the deletion of expired keys, the status query of payments
+ * whose notifications were lost, the close of unpaid orders past their deadline, and the alert log.
+ */
+function periodicTasks(): PeriodicTask[] {
+  const env = getEnv();
+  const { db, payments } = getAppContext();
+  const log = getLogger();
+  const tasks: PeriodicTask[] = [
+    {
+      name: "reconciliation",
+      everyMs: RECONCILE_CLAIM_MS,
+      run: () =>
+        reconcileWhenDue(
+          db,
+          { everyMin: RECONCILE_EVERY_MIN, fullEveryMin: RECONCILE_FULL_EVERY_MIN },
+          { paymentTimeoutS: env.ORDER_PAYMENT_TIMEOUT_S },
+        ),
+    },
+    {
+      name: "alert log",
+      everyMs: ALERT_LOG_MS,
+      run: async () => {
+        const figures = await opsFigures(db, await lastReconciliation(db));
+        for (const alert of alertsFrom(figures))
+          log.error({ alert: alert.name, figures }, `${alert.title}: ${alert.detail}`);
+      },
+    },
+  ];
+  if (env.IDEMPOTENCY_CLEANUP_INTERVAL_MS > 0)
+    tasks.push({
+      name: "idempotency cleanup",
+      everyMs: env.IDEMPOTENCY_CLEANUP_INTERVAL_MS,
+      run: async () => {
+        const deleted = await deleteExpiredRecords(db);
+        if (deleted > 0) log.info({ deleted }, "expired idempotency records deleted");
+      },
+    });
+  // Lost notifications: ask the provider about payments (and refunds) that stayed open too long.
+  if (payments.queryIntervalMs > 0)
+    tasks.push({
+      name: "payment status query",
+      everyMs: payments.queryIntervalMs,
+      run: async () => {
+        const results = await syncStalePayments(db, payments, { olderThanS: payments.queryAfterS });
+        const changed = results.filter((r) => r.outcome !== "UNCHANGED");
+        if (changed.length > 0) log.info({ changed }, "payment status queries applied");
+      },
+    });
+  // Unpaid orders past their payment deadline close, through the shopper's cancel path.
+  if (payments.timeoutIntervalMs > 0)
+    tasks.push({
+      name: "order payment timeout",
+      everyMs: payments.timeoutIntervalMs,
+      run: async () => {
+        const { closed, paid, failed } = await closeTimedOutOrders(db, { payments });
+        if (closed.length + paid.length + failed.length > 0)
+          log.info({ closed, paid, failed }, "unpaid orders past their deadline");
+      },
+    });
+  return tasks;
 }
 
 /** Stops the timers and lets the event worker finish its running jobs (graceful shutdown). */
@@ -135,19 +162,7 @@ export async function startEventWorker({
         heartbeatMs: env.WORKER_HEARTBEAT_MS,
         stallMs: env.WORKER_STALL_MS,
         onGiveUp,
-        // Once per period and fleet, whichever worker claims it first (the alert log, /admin and /api/metrics read it).
-        background: [
-          {
-            name: "reconciliation",
-            everyMs: RECONCILE_CLAIM_MS,
-            run: () =>
-              reconcileWhenDue(
-                getAppContext().db,
-                { everyMin: RECONCILE_EVERY_MIN, fullEveryMin: RECONCILE_FULL_EVERY_MIN },
-                { paymentTimeoutS: env.ORDER_PAYMENT_TIMEOUT_S },
-              ),
-          },
-        ],
+        background: periodicTasks(),
         hooks:
           env.FAULT_CONSUMER_CRASH_RATE > 0 ? crashAfterCommit(env.FAULT_CONSUMER_CRASH_RATE) : undefined,
       });
@@ -171,20 +186,4 @@ function crashAfterCommit(rate: number): ConsumeHooks {
       process.kill(process.pid, "SIGKILL");
     },
   };
-}
-
-/** Conditions a person must see are also written to the log at error level, every 30 s while they hold. */
-function startAlertLog(timers: NodeJS.Timeout[]): void {
-  const timer = setInterval(() => {
-    const { db } = getAppContext();
-    lastReconciliation(db)
-      .then((report) => opsFigures(db, report))
-      .then((figures) => {
-        for (const alert of alertsFrom(figures))
-          getLogger().error({ alert: alert.name, figures }, `${alert.title}: ${alert.detail}`);
-      })
-      .catch((err: unknown) => getLogger().warn({ err }, "alert check failed"));
-  }, 30_000);
-  timer.unref();
-  timers.push(timer);
 }

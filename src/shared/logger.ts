@@ -33,8 +33,12 @@ export function createLogger(
 
 let cached: pino.Logger | undefined;
 
-/** JSON lines in production and tests; human-readable in development. */
+/** JSON lines in production and tests, human-readable in development, unless LOG_FORMAT says which. */
 export function getLogger(): pino.Logger {
-  cached ??= createLogger(getEnv().LOG_LEVEL, getEnv().NODE_ENV === "development");
+  const env = getEnv();
+  cached ??= createLogger(
+    env.LOG_LEVEL,
+    (env.LOG_FORMAT ?? (env.NODE_ENV === "development" ? "pretty" : "json")) === "pretty",
+  );
   return cached;
 }

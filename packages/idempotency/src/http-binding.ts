@@ -1,5 +1,6 @@
 import { STATUS_CODES } from "node:http";
 import { IdempotencyError } from "./errors";
+import { keepRendering, knownReplay } from "./look-up";
 import { runIdempotent } from "./run";
 import type { IdempotencyConfig, IdempotentOperation, RecordStore } from "./types";
 
@@ -72,8 +73,8 @@ export function requestInvalid(detail: string): IdempotencyError {
 export interface HttpAnswer {
   status: number;
   headers: Record<string, string>;
-  /** JSON: the result, or a problem (then `headers["content-type"]` is application/problem+json). */
-  body: unknown;
+  /** The JSON text to send: the result, or a problem (then `headers["content-type"]` is application/problem+json). */
+  body: string;
 }
 
 /** One request, as the adapter read it from its framework. */
@@ -100,6 +101,13 @@ export interface IdempotentRoute<T, Tx, Req> {
     | Promise<Omit<IdempotentOperation<T, Tx>, "scope" | "bizType" | "key">>;
   /** Whose key this request's is (the authenticated caller). */
   scope: (req: Req) => string;
+  /**
+   * All that decides the operation's request besides the caller and the key, as text (the body as sent, or as
+   * the framework parsed it, stringified; with the path's parameters too if the operation reads them). Given,
+   * and with a replay cache, a copy whose text this instance answered before is replayed as that answer's
+   * text, without `operation` (no validation, no hashing). Absent: every copy runs `operation`.
+   */
+  requestText?: (req: Req) => string | undefined | Promise<string | undefined>;
   /** The status of a success (default 200; 201 for a creation). */
   status?: number;
   /** The status of a declared refusal, by its code (default 422). */
@@ -136,21 +144,20 @@ export async function answerIdempotently<T, Tx, Req>(
 ): Promise<HttpAnswer> {
   const field = keyOfField(call.keyField);
   if ("refused" in field) return problemAnswer(route, field.refused, field.detail, {});
+  const ref = { scope: call.scope, bizType: route.bizType, key: field.key };
+  const requestText = config?.cache && route.requestText ? await route.requestText(req) : undefined;
+  if (config && requestText !== undefined) {
+    const known = await knownReplay<string>(config, ref, requestText, async () => {});
+    if (known) return resultAnswer(route, known.rendering, true);
+  }
   try {
     const operation = await route.operation(req, field.key);
-    const answer = await runIdempotent(
-      store,
-      { ...operation, scope: call.scope, bizType: route.bizType, key: field.key },
-      config,
-    );
-    return {
-      status: route.status ?? 200,
-      headers: {
-        "content-type": "application/json",
-        ...(answer.replayed ? { [REPLAYED_FIELD]: "true" } : {}),
-      },
-      body: answer.result,
-    };
+    const answer = await runIdempotent(store, { ...operation, ...ref }, config);
+    const text = JSON.stringify(answer.result) ?? "null";
+    // A replay's text, for the next copy of the same text (kept only if its request is the one answered).
+    if (config && answer.replayed && requestText !== undefined)
+      keepRendering(config, ref, operation.request, requestText, text, text.length);
+    return resultAnswer(route, text, answer.replayed);
   } catch (error) {
     if (!(error instanceof IdempotencyError)) throw error;
     const headers: Record<string, string> = {};
@@ -159,6 +166,20 @@ export async function answerIdempotently<T, Tx, Req>(
       headers["retry-after"] = String(Math.max(1, Math.ceil(error.details.retryAfterMs / 1000)));
     return problemAnswer(route, error.code, error.message, headers, error.details.meta);
   }
+}
+
+function resultAnswer<T, Tx, Req>(
+  route: IdempotentRoute<T, Tx, Req>,
+  text: string,
+  replayed: boolean,
+): HttpAnswer {
+  return {
+    status: route.status ?? 200,
+    headers: replayed
+      ? { "content-type": "application/json", [REPLAYED_FIELD]: "true" }
+      : { "content-type": "application/json" },
+    body: text,
+  };
 }
 
 function problemAnswer<T, Tx, Req>(
@@ -174,13 +195,13 @@ function problemAnswer<T, Tx, Req>(
   return {
     status,
     headers: { ...headers, "content-type": "application/problem+json" },
-    body: {
+    body: JSON.stringify({
       type: type ?? "about:blank",
       title: type ? (own?.title ?? code) : (STATUS_CODES[status] ?? code),
       status,
       detail,
       code,
       ...(meta ? { meta } : {}),
-    },
+    }),
   };
 }

@@ -2,13 +2,18 @@ import type { ChildProcess } from "node:child_process";
 import { spawn } from "node:child_process";
 import { connect } from "node:net";
 import { fileURLToPath } from "node:url";
-import { processCpuMs } from "../cpu";
+import { CpuMeter, mainThreadCpuMs, ownCpuMs, processCpuMs } from "../cpu";
 import { freePort } from "../free-port";
 
 const FLOOR_SERVER = fileURLToPath(new URL("./floor-server.ts", import.meta.url));
 const PEER_SERVER = fileURLToPath(new URL("./peer-server.ts", import.meta.url));
+const ADAPTER_SERVER = fileURLToPath(new URL("./adapter-server.ts", import.meta.url));
 export const FLOOR_USER_ID = "bench-floor";
 export const PEER_USER_ID = "bench-peer";
+export const ADAPTER_USER_ID = "bench-adapter";
+/** The frameworks the package has adapters for, each benched against the peer in the same framework. */
+export const FRAMEWORKS = ["express", "fastify", "hono"] as const;
+export type Framework = (typeof FRAMEWORKS)[number];
 
 export interface BenchServer {
   baseUrl: string;
@@ -23,9 +28,25 @@ export function startFloor(databaseUrl: string): Promise<BenchServer> {
   return startServer("floor", FLOOR_SERVER, FLOOR_USER_ID, { DATABASE_URL: databaseUrl, FLOOR_USER_ID });
 }
 
-/** Starts the peer (./peer-server.ts: @node-idempotency with Redis, in Express) on its own database. */
-export function startPeer(databaseUrl: string, redisUrl: string): Promise<BenchServer> {
-  return startServer("peer", PEER_SERVER, PEER_USER_ID, { DATABASE_URL: databaseUrl, REDIS_URL: redisUrl });
+/** Starts the peer (./peer-server.ts: @node-idempotency with Redis, in Express by default) on its own database. */
+export function startPeer(
+  databaseUrl: string,
+  redisUrl: string,
+  framework = "express",
+): Promise<BenchServer> {
+  return startServer(`${framework} peer`, PEER_SERVER, PEER_USER_ID, {
+    DATABASE_URL: databaseUrl,
+    REDIS_URL: redisUrl,
+    FRAMEWORK: framework,
+  });
+}
+
+/** Starts ours in `framework` by the package's adapter (./adapter-server.ts) on its own database. */
+export function startAdapter(databaseUrl: string, framework: string): Promise<BenchServer> {
+  return startServer(`${framework} adapter`, ADAPTER_SERVER, ADAPTER_USER_ID, {
+    DATABASE_URL: databaseUrl,
+    FRAMEWORK: framework,
+  });
 }
 
 async function startServer(
@@ -63,6 +84,15 @@ async function startServer(
       await exited;
     },
   };
+}
+
+/** CPU per request of a bench server of its own (the floor, a peer, an adapter), beside the load generator's. */
+export function serverMeter(server: Pick<BenchServer, "child">): CpuMeter {
+  return new CpuMeter(
+    () => processCpuMs(server.child.pid),
+    ownCpuMs,
+    () => mainThreadCpuMs(server.child.pid),
+  );
 }
 
 /** Whether a Redis answers PING at `url` within a second (the peer's store). */

@@ -2,6 +2,7 @@ import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { availableParallelism } from "node:os";
 import path from "node:path";
+import { FRAMEWORKS } from "./floor";
 import { describeRuntime } from "./runtime";
 import { CONNECTIONS, DURATION, PAID, type Row, STORM } from "./settings";
 
@@ -37,6 +38,28 @@ export const TARGETS: readonly {
     under: "scale-before",
     atLeast: 0.85,
     stretch: 0.95,
+  },
+  // Issue 43: each adapter of the package beside the peer in the same framework (./scenarios/adapter-paths.ts).
+  ...FRAMEWORKS.flatMap((framework) => [
+    {
+      name: `adapter first execution, ${framework} / peer in ${framework}`,
+      over: `adapter-${framework}-first`,
+      under: `adapter-peer-${framework}-first`,
+      atLeast: 1,
+    },
+    {
+      name: `adapter replay, ${framework} / peer in ${framework}`,
+      over: `adapter-${framework}-replay`,
+      under: `adapter-peer-${framework}-replay`,
+      atLeast: 1,
+    },
+  ]),
+  // Issue 44: background work never takes the request path's CPU (./scenarios/background-work.ts).
+  {
+    name: "replay over REST with every periodic task running / without",
+    over: "background-busy",
+    under: "background-quiet",
+    atLeast: 0.9,
   },
   // Issue 14: beside a bare node:http server placing the same order with nothing else (./floor-server.ts).
   { name: "first execution over tRPC / floor", over: "first-trpc", under: "floor", atLeast: 0.9 },

@@ -11,6 +11,10 @@ export const tiny = args.has("tiny");
  * replays, the peer in Express), 20 connections, 3 interleaved rounds of 8 s each.
  */
 export const outside = args.has("outside");
+/** The package's adapters beside the peer in the same framework (./scenarios/adapter-paths.ts), and nothing else. */
+export const adapters = args.has("adapters");
+/** Which of the adapters' frameworks run, in this order (default: all of them). */
+export const FRAMEWORKS_CHOSEN = args.get("frameworks")?.split(",").filter(Boolean);
 export const DURATION = Number(args.get("duration") ?? (tiny ? 1 : outside ? 24 : 10));
 export const WARMUP = Number(args.get("warmup") ?? (tiny ? 1 : 3));
 export const ROUNDS = Number(args.get("rounds") ?? (tiny ? 1 : 3));
@@ -22,7 +26,9 @@ export const PROFILE = (args.get("profile") ?? (tiny ? "never" : "on-miss")) as
   | "never";
 export const PROFILE_SECONDS = 5;
 /** Only these scenarios (their function names), when given. */
-export const ONLY = args.get("only")?.split(",").filter(Boolean) ?? (outside ? ["orderPaths"] : undefined);
+export const ONLY =
+  args.get("only")?.split(",").filter(Boolean) ??
+  (outside ? ["orderPaths"] : adapters ? ["adapterPaths"] : undefined);
 export const KEEP_ALIVE = Number(args.get("keep-alive") ?? (tiny ? 200 : 2000));
 export const PAID = Number(args.get("orders") ?? (tiny ? 5 : 100));
 export const SECRET = "whsec_bench_secret_0123456789abcdefghij";

@@ -44,11 +44,38 @@ export interface WorkerOptions {
    */
   stopTimeoutMs?: number;
   /**
-   * Other periodic work this process does while it runs (src/server/merchant-jobs.ts hands it the reconciliation): each
+   * Other periodic work this process does while it runs (src/server/merchant-jobs.ts hands it the periodic tasks): each
    * run once at start and then every `everyMs`, one run at a time, given up on past its deadline (default 5
    * minutes).
    */
-  background?: { name: string; everyMs: number; deadlineMs?: number; run: () => Promise<unknown> }[];
+  background?: PeriodicTask[];
+}
+
+/** Work the worker runs every `everyMs`, one run at a time, given up on after `deadlineMs` (default 5 min). */
+export interface PeriodicTask {
+  name: string;
+  everyMs: number;
+  deadlineMs?: number;
+  run: () => Promise<unknown>;
+}
+
+/** One run of a periodic task, its time and the process's CPU meanwhile told to the observer. */
+async function measured(task: PeriodicTask, observer: Observer | undefined): Promise<void> {
+  const cpu = process.cpuUsage();
+  const started = performance.now();
+  let ok = false;
+  try {
+    await task.run();
+    ok = true;
+  } finally {
+    const used = process.cpuUsage(cpu);
+    observer?.backgroundTask?.({
+      task: task.name,
+      ms: performance.now() - started,
+      cpuMs: (used.user + used.system) / 1000,
+      ok,
+    });
+  }
 }
 
 /** Stuck runners replaced in a row, with no job finished in between, before the worker gives up (onGiveUp). */
@@ -278,7 +305,7 @@ export async function startWorker(db: Db, options: WorkerOptions): Promise<Runni
       })
     : undefined;
   const background = (options.background ?? []).map((loop) =>
-    every(loop.everyMs, loop.run, {
+    every(loop.everyMs, () => measured(loop, options.observer), {
       name: loop.name,
       log: options.log,
       deadlineMs: loop.deadlineMs ?? 5 * 60_000,

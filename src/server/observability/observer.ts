@@ -34,6 +34,16 @@ export interface Observer {
   notification(event: NotificationEvent): void;
   consumed(event: ConsumeEvent): void;
   gatewayRejected(event: GatewayRejection): void;
+  /** One run of a worker's periodic task (src/server/fulfilment/worker.ts). */
+  backgroundTask?(event: BackgroundTaskRun): void;
+}
+
+export interface BackgroundTaskRun {
+  task: string;
+  ms: number;
+  /** The process's CPU while the task ran (its own, and whatever ran beside it: an upper bound). */
+  cpuMs: number;
+  ok: boolean;
 }
 
 export interface GatewayRejection {
@@ -118,9 +128,33 @@ export function createTelemetry(log: Logger, attempts?: AttemptLog): Telemetry {
     labelNames: ["route"],
     registers: [registry],
   });
+  const taskRuns = new Counter({
+    name: "checkout_background_task_runs_total",
+    help: "Runs of a worker's periodic tasks, by task and whether the run finished without an error",
+    labelNames: ["task", "ok"],
+    registers: [registry],
+  });
+  const taskSeconds = new Counter({
+    name: "checkout_background_task_seconds_total",
+    help: "Time a worker's periodic tasks took, by task",
+    labelNames: ["task"],
+    registers: [registry],
+  });
+  const taskCpuSeconds = new Counter({
+    name: "checkout_background_task_cpu_seconds_total",
+    help: "The process's CPU while a periodic task ran, by task (an upper bound: what ran beside it counts too)",
+    labelNames: ["task"],
+    registers: [registry],
+  });
   const series = new MinuteSeries();
 
   const observer: Observer = {
+    backgroundTask({ task, ms, cpuMs, ok }) {
+      taskRuns.inc({ task, ok: String(ok) });
+      taskSeconds.inc({ task }, ms / 1000);
+      taskCpuSeconds.inc({ task }, cpuMs / 1000);
+      log.debug({ task, ms, cpuMs, ok }, "periodic task ran");
+    },
     idempotency(event) {
       idempotent.inc({ biz_type: event.bizType, outcome: event.outcome });
       series.add(`idempotency:${event.outcome}`);

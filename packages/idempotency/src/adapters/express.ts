@@ -35,6 +35,6 @@ export function idempotentExpress<T, Tx, Req extends ExpressRequest>(
       next(error);
       return;
     }
-    res.status(answer.status).set(answer.headers).send(JSON.stringify(answer.body));
+    res.status(answer.status).set(answer.headers).send(answer.body);
   };
 }

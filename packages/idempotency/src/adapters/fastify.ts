@@ -24,6 +24,6 @@ export function idempotentFastify<T, Tx, Req extends FastifyRequestLike>(
   return async (request, reply) => {
     const call = { keyField: request.headers[IDEMPOTENCY_KEY_FIELD], scope: route.scope(request) };
     const answer = await answerIdempotently(store, config, route, request, call);
-    return reply.code(answer.status).headers(answer.headers).send(JSON.stringify(answer.body));
+    return reply.code(answer.status).headers(answer.headers).send(answer.body);
   };
 }

@@ -20,6 +20,6 @@ export function idempotentHono<T, Tx, C extends HonoContextLike>(
   return async (c) => {
     const call = { keyField: c.req.header(IDEMPOTENCY_KEY_FIELD), scope: route.scope(c) };
     const answer = await answerIdempotently(store, config, route, c, call);
-    return c.body(JSON.stringify(answer.body), answer.status, answer.headers);
+    return c.body(answer.body, answer.status, answer.headers);
   };
 }

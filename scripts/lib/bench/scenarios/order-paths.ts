@@ -1,8 +1,8 @@
 import { randomUUID } from "node:crypto";
 import type autocannon from "autocannon";
-import { CpuMeter, mainThreadCpuMs, ownCpuMs, processCpuMs } from "../../cpu";
+import type { CpuMeter } from "../../cpu";
 import type { Bench } from "../bench";
-import { type BenchServer, redisAnswers, startFloor, startPeer } from "../floor";
+import { type BenchServer, redisAnswers, serverMeter, startFloor, startPeer } from "../floor";
 import {
   BASELINE,
   combine,
@@ -57,7 +57,7 @@ export async function orderPaths(bench: Bench) {
   bench.cleanups.unshift(() => floor.stop());
   const peer = await startPeerIfRedis(bench);
   const rest = await restToken(app.baseUrl);
-  const floorMeter = () => processMeter(floor);
+  const floorMeter = () => serverMeter(floor);
   const floorCpu = floorMeter();
   const path = (
     id: string,
@@ -117,7 +117,7 @@ export async function orderPaths(bench: Bench) {
         peer.server.baseUrl,
         { kind: "peer" },
         peer.server.userId,
-        processMeter(peer.server),
+        serverMeter(peer.server),
       ),
     );
 
@@ -219,15 +219,6 @@ interface Peer {
   db: Awaited<ReturnType<typeof peerDatabase>>;
 }
 
-/** CPU per request of a bench server of its own (the floor, the peer), beside the load generator's. */
-function processMeter(server: Pick<BenchServer, "child">): CpuMeter {
-  return new CpuMeter(
-    () => processCpuMs(server.child.pid),
-    ownCpuMs,
-    () => mainThreadCpuMs(server.child.pid),
-  );
-}
-
 /** The peer on its own database, if a Redis answers (REDIS_URL, or the machine's at 127.0.0.1:6379). */
 async function startPeerIfRedis(bench: Bench): Promise<Peer | undefined> {
   const redisUrl = process.env.REDIS_URL ?? "redis://127.0.0.1:6379";
@@ -280,7 +271,7 @@ async function replays(bench: Bench, paths: Path[], created: Map<string, number>
       baseUrl: peer.server.baseUrl,
       transport: { kind: "peer" },
       keys: await recent(peer.db.sql, peer.server.userId),
-      cpu: processMeter(peer.server),
+      cpu: serverMeter(peer.server),
       runs: [],
       runtime: [],
       orders: {
