@@ -30,6 +30,7 @@ const NOT_BY_SHOPPER: Record<string, string> = {
   refused_notification: "operations: counts of refused callbacks per minute",
   reconciliation_report: "operations: one reconciliation of the whole database per period",
   reconciliation_request: "operations: at most one Reconcile now waiting",
+  attempt_flush: "operations: the attempt log's flushes, by id (each written once)",
   // The provider's inbox: written before the notification is verified and its payment (so its shopper) known.
   payment_notification: "provider's inbox, distributed by notification id",
   // MockPay is the provider: its tables stand for another company's database.

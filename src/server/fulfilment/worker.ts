@@ -10,6 +10,7 @@ import { every } from "~/shared/periodic";
 import { type ConsumeHooks, consumeOnce } from "./consume";
 import { consumerNamed } from "./consumers";
 import { beatAndReclaim, PROCESS, unlockOrphans } from "./heartbeat";
+import { measured, type PeriodicTask } from "./periodic-task";
 import { CONSUME_TASK, type ConsumeJob, relayOutbox } from "./relay";
 
 export interface WorkerOptions {
@@ -49,33 +50,6 @@ export interface WorkerOptions {
    * minutes).
    */
   background?: PeriodicTask[];
-}
-
-/** Work the worker runs every `everyMs`, one run at a time, given up on after `deadlineMs` (default 5 min). */
-export interface PeriodicTask {
-  name: string;
-  everyMs: number;
-  deadlineMs?: number;
-  run: () => Promise<unknown>;
-}
-
-/** One run of a periodic task, its time and the process's CPU meanwhile told to the observer. */
-async function measured(task: PeriodicTask, observer: Observer | undefined): Promise<void> {
-  const cpu = process.cpuUsage();
-  const started = performance.now();
-  let ok = false;
-  try {
-    await task.run();
-    ok = true;
-  } finally {
-    const used = process.cpuUsage(cpu);
-    observer?.backgroundTask?.({
-      task: task.name,
-      ms: performance.now() - started,
-      cpuMs: (used.user + used.system) / 1000,
-      ok,
-    });
-  }
 }
 
 /** Stuck runners replaced in a row, with no job finished in between, before the worker gives up (onGiveUp). */
