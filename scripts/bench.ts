@@ -13,7 +13,7 @@
  *   --outside         the shape of a run measured from outside: the order paths only, 20 connections, 3
  *                     interleaved rounds of 8 s (each option above still overrides it)
  *   --adapters        the package's adapters (Express, Fastify, Hono) each beside the peer in the same
- *                     framework, and nothing else; --tiny runs them too (CI), a default run does not
+ *                     framework, and nothing else; --tiny runs Express's (CI), a default run none
  *   --frameworks=A,B  which adapters' frameworks, in this order (default express,fastify,hono)
  *   --only=A,B        only these scenarios (by function name: orderPaths, callbackStorm, …); while working
  *                     on one path. A ratio whose rows did not run is shown as not measured.
