@@ -282,6 +282,58 @@ describe("the story of one order, from what the layers recorded", () => {
     ]);
   });
 
+  test("the attempt log: a batch refused as data is dropped and counted, and the batches behind it are written", async ({
+    database,
+  }) => {
+    let refuse = 1;
+    const client = Object.assign(async (strings: TemplateStringsArray, ...values: unknown[]) => {
+      if (refuse-- > 0) throw Object.assign(new Error("invalid byte sequence"), { code: "22021" });
+      return database.sql(strings, ...(values as never[]));
+    }, database.sql);
+    const log = new AttemptLog({ ...database.db, $client: client } as typeof database.db, {
+      flushMs: 60_000,
+    });
+    const key = randomUUID();
+    log.add({ layer: "service", scope: "s", subject: "order.create", key, outcome: "first" });
+    log.add({ layer: "service", scope: "s", subject: "order.create", key, outcome: "replayed" });
+    expect(await log.flush()).toBe(0);
+    expect(log.dropped).toBe(2);
+    log.add({ layer: "service", scope: "s", subject: "order.create", key, outcome: "waited" });
+    expect(await log.flush()).toBe(1);
+    // A key is whatever a client sent: one with a NUL byte (which PostgreSQL's text cannot hold) is written too.
+    log.add({
+      layer: "gateway",
+      scope: "s",
+      subject: "order.create",
+      key: `${key}\u0000`,
+      outcome: "rejected",
+    });
+    expect(await log.flush()).toBe(1);
+    const rows = await database.sql`
+      SELECT outcome, key FROM duplicate_attempt WHERE key LIKE ${`${key}%`} ORDER BY outcome`;
+    expect(rows.map((row) => row.outcome)).toEqual(["rejected", "waited"]);
+    expect(rows[0]?.key).toBe(`${key}\uFFFD`);
+  });
+
+  test("the attempt log: a flush that failed is tried again on its own, without another attempt counted", async ({
+    database,
+  }) => {
+    let fail = 1;
+    const client = Object.assign(async (strings: TemplateStringsArray, ...values: unknown[]) => {
+      if (fail-- > 0)
+        throw Object.assign(new Error("write CONNECTION_CLOSED"), { code: "CONNECTION_CLOSED" });
+      return database.sql(strings, ...(values as never[]));
+    }, database.sql);
+    const log = new AttemptLog({ ...database.db, $client: client } as typeof database.db, { flushMs: 50 });
+    const key = randomUUID();
+    log.add({ layer: "service", scope: "s", subject: "order.create", key, outcome: "first" });
+    await expect
+      .poll(async () => (await database.sql`SELECT count FROM duplicate_attempt WHERE key = ${key}`).length, {
+        timeout: 5_000,
+      })
+      .toBe(1);
+  });
+
   test("the attempt log: flushes asked for at once run one after another, and every batch is written", async ({
     database,
   }) => {

@@ -17,6 +17,12 @@ interface RunningJobs {
 }
 
 const REFUSAL_FLUSH_MS = 2_000;
+/**
+ * A run of a short task (the cleanup's batches, the status query, the payment timeout, the alert log) not settled
+ * after this is given up on and the next one starts: one hung on a connection a failover left open must not hold
+ * up the closing of unpaid orders for the worker's default five minutes.
+ */
+const SHORT_TASK_DEADLINE_MS = 30_000;
 /** Conditions a person must see are also written to the log at error level, this often while they hold. */
 const ALERT_LOG_MS = 30_000;
 /**
@@ -81,6 +87,7 @@ function periodicTasks(): PeriodicTask[] {
     },
     {
       name: "alert log",
+      deadlineMs: SHORT_TASK_DEADLINE_MS,
       everyMs: ALERT_LOG_MS,
       run: async () => {
         const figures = await opsFigures(db, await lastReconciliation(db));
@@ -92,6 +99,7 @@ function periodicTasks(): PeriodicTask[] {
   if (env.IDEMPOTENCY_CLEANUP_INTERVAL_MS > 0)
     tasks.push({
       name: "idempotency cleanup",
+      deadlineMs: SHORT_TASK_DEADLINE_MS,
       everyMs: env.IDEMPOTENCY_CLEANUP_INTERVAL_MS,
       run: async () => {
         const deleted = await deleteExpiredRecords(db);
@@ -102,6 +110,7 @@ function periodicTasks(): PeriodicTask[] {
   if (payments.queryIntervalMs > 0)
     tasks.push({
       name: "payment status query",
+      deadlineMs: SHORT_TASK_DEADLINE_MS,
       everyMs: payments.queryIntervalMs,
       run: async () => {
         const results = await syncStalePayments(db, payments, { olderThanS: payments.queryAfterS });
@@ -113,6 +122,7 @@ function periodicTasks(): PeriodicTask[] {
   if (payments.timeoutIntervalMs > 0)
     tasks.push({
       name: "order payment timeout",
+      deadlineMs: SHORT_TASK_DEADLINE_MS,
       everyMs: payments.timeoutIntervalMs,
       run: async () => {
         const { closed, paid, failed } = await closeTimedOutOrders(db, { payments });
