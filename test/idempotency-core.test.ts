@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { recordSchema } from "@exactly-once/idempotency";
+import { type IdempotencyEvent, recordSchema } from "@exactly-once/idempotency";
 import { sql as dsql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { closeDb, createDb } from "~/server/db/client";
@@ -12,6 +12,7 @@ import {
   type IdempotencyConfig,
   type IdempotentOperation,
   runIdempotent,
+  serveIdempotent,
 } from "~/server/operations";
 import { createTestDatabase, type TestDatabase } from "./support/database";
 import {
@@ -551,6 +552,53 @@ describe("idempotency core", () => {
       await closeDb(down);
     }
     expect(executed).toBe(false);
+  });
+});
+
+describe("one request from its text (serveIdempotent): what the observer is told", () => {
+  const observed = () => {
+    const events: IdempotencyEvent[] = [];
+    return { events, config: { ...config, observe: (event: IdempotencyEvent) => events.push(event) } };
+  };
+  const ref = (key: string) => ({ scope: "shopper-1", bizType: "test.effect", key });
+  const render = (result: { result: EffectResult }) => ({ rendering: result.result, chars: 0 });
+
+  it("a request refused before it reached its key (not valid, not admitted) is not an outcome under it", async () => {
+    const key = randomUUID();
+    const { events, config: told } = observed();
+    const invalid = new DomainError("INVALID_INPUT", "items: required");
+    await expect(
+      serveIdempotent(t.db, { ...ref(key), operation: async () => Promise.reject(invalid), render }, told),
+    ).rejects.toBe(invalid);
+    expect(events).toEqual([]);
+    expect(await record(key)).toBeUndefined();
+  });
+
+  it("a run whose rendering fails is told as it answered (first), not as a key freed; its effect stays", async () => {
+    const key = randomUUID();
+    const { events, config: told } = observed();
+    const broken = () => {
+      throw new Error("the resource does not parse");
+    };
+    await expect(
+      serveIdempotent(t.db, { ...ref(key), operation: async () => operation(key), render: broken }, told),
+    ).rejects.toThrow("the resource does not parse");
+    expect(events.map((event) => event.outcome)).toEqual(["first"]);
+    expect(await effects(key)).toBe(1);
+    expect(await record(key)).toMatchObject({ status: "SUCCESS" });
+  });
+
+  it("refuses a request read under another key than it came with, and runs nothing", async () => {
+    const key = randomUUID();
+    await expect(
+      serveIdempotent(
+        t.db,
+        { ...ref(key), operation: async () => operation(`${key}-other`), render },
+        config,
+      ),
+    ).rejects.toThrow("under another key");
+    expect(await effects(key)).toBe(0);
+    expect(await effects(`${key}-other`)).toBe(0);
   });
 });
 

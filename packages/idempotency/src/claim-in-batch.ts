@@ -8,7 +8,7 @@ import type { Answered, BatchConfig, Call, ExecuteResult, RecordStore } from "./
 /**
  * Several first executions in one transaction (docs/idempotency.md, "Batches"): one commit, and k + 1 round
  * trips for k calls instead of 2k. A call of an operation declared `batchable` comes here only when other such
- * calls are in flight beside it (run.ts chooses); each of at most `runners` runners takes up to `maxSize` of the
+ * calls are in flight beside it (claim.ts chooses); each of at most `runners` runners takes up to `maxSize` of the
  * calls waiting at a time onto one connection:
  *
  *   BEGIN, and a lock_timeout of BATCH_CLAIM_WAIT_MS for the whole transaction

@@ -1,7 +1,6 @@
 import { STATUS_CODES } from "node:http";
 import { IdempotencyError } from "./errors";
-import { keepRendering, knownReplay } from "./look-up";
-import { runIdempotent } from "./run";
+import { serveIdempotent } from "./run";
 import type { IdempotencyConfig, IdempotentOperation, RecordStore } from "./types";
 
 /**
@@ -145,19 +144,22 @@ export async function answerIdempotently<T, Tx, Req>(
   const field = keyOfField(call.keyField);
   if ("refused" in field) return problemAnswer(route, field.refused, field.detail, {});
   const ref = { scope: call.scope, bizType: route.bizType, key: field.key };
-  const requestText = config?.cache && route.requestText ? await route.requestText(req) : undefined;
-  if (config && requestText !== undefined) {
-    const known = await knownReplay<string>(config, ref, requestText, async () => {});
-    if (known) return resultAnswer(route, known.rendering, true);
-  }
+  const text = config?.cache && route.requestText ? await route.requestText(req) : undefined;
   try {
-    const operation = await route.operation(req, field.key);
-    const answer = await runIdempotent(store, { ...operation, ...ref }, config);
-    const text = JSON.stringify(answer.result) ?? "null";
-    // A replay's text, for the next copy of the same text (kept only if its request is the one answered).
-    if (config && answer.replayed && requestText !== undefined)
-      keepRendering(config, ref, operation.request, requestText, text, text.length);
-    return resultAnswer(route, text, answer.replayed);
+    const served = await serveIdempotent(
+      store,
+      {
+        ...ref,
+        ...(text !== undefined ? { text } : {}),
+        operation: async () => ({ ...(await route.operation(req, field.key)), ...ref }),
+        render: (answer) => {
+          const body = JSON.stringify(answer.result) ?? "null";
+          return { rendering: body, chars: body.length };
+        },
+      },
+      config,
+    );
+    return resultAnswer(route, served.rendering, served.replayed);
   } catch (error) {
     if (!(error instanceof IdempotencyError)) throw error;
     const headers: Record<string, string> = {};

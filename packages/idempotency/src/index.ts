@@ -5,6 +5,8 @@
  * and a config (its observer, its replay cache). It is the package @exactly-once/idempotency
  * (packages/idempotency/README.md); examples/plain-node mounts it in a bare node:http server.
  */
+
+export { claimOf } from "./claim";
 export { type BatchStats, batchStats } from "./claim-in-batch";
 export { acquire, executeUnderLease } from "./claim-with-lease";
 export { IdempotencyError, type RefusalDetails } from "./errors";
@@ -22,7 +24,6 @@ export {
   REPLAYED_FIELD,
   requestInvalid,
 } from "./http-binding";
-export { keepRendering, knownReplay } from "./look-up";
 export { RECORD_MACHINE, RECORD_STATUSES, type RecordStatus } from "./machine";
 export { isTransientError } from "./postgres";
 export {
@@ -31,7 +32,7 @@ export {
   ReplayCache,
   type ReplayCacheOptions,
 } from "./replay-cache";
-export { claimOf, runIdempotent } from "./run";
+export { runIdempotent, serveIdempotent } from "./run";
 export { recordSchema } from "./schema";
 export { postgresStore } from "./store";
 export {
@@ -45,9 +46,12 @@ export {
   type HeldConnection,
   type IdempotencyConfig,
   type IdempotentOperation,
+  type IdempotentRequest,
   type IdempotentResult,
   type KeyRef,
   type Lease,
   type RecordStore,
+  type Rendered,
+  type Served,
   type StoredRefusal,
 } from "./types";

@@ -1,8 +1,13 @@
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
+import { claimed } from "./claim";
 import { throughCache } from "./look-up";
 import { refusalStored } from "./outcome";
 import { cacheKeyOf, ReplayCache } from "./replay-cache";
 import { type Call, DEFAULT_IDEMPOTENCY_CONFIG, type IdempotentOperation, type RecordStore } from "./types";
+
+// The claim, played by each test: what the look-up phase keeps of what it throws is the question here.
+vi.mock("./claim", () => ({ claimed: vi.fn() }));
+const claims = (thrown: unknown) => vi.mocked(claimed).mockRejectedValueOnce(thrown);
 
 const operation = (key: string): IdempotentOperation<string, unknown> => ({
   scope: "shopper",
@@ -32,11 +37,8 @@ describe("the look-up phase keeps what a call learnt, in one place", () => {
     const cache = new ReplayCache();
     const op = operation("mine");
     const call = callOf(op);
-    await expect(
-      throughCache(cache, call, async () => {
-        throw refusalStored(op, refusal, held(), new Error("cause"));
-      }),
-    ).rejects.toMatchObject({ code: "OUT_OF_STOCK" });
+    claims(refusalStored(op, refusal, held(), new Error("cause")));
+    await expect(throughCache(cache, call)).rejects.toMatchObject({ code: "OUT_OF_STOCK" });
     expect(cache.get(cacheKeyOf("shopper", "test.look-up", "mine"))?.status).toBe("FAILED");
   });
 
@@ -44,11 +46,8 @@ describe("the look-up phase keeps what a call learnt, in one place", () => {
     const cache = new ReplayCache();
     const call = callOf(operation("mine"));
     const nested = refusalStored(operation("another"), refusal, held(), new Error("cause"));
-    await expect(
-      throughCache(cache, call, async () => {
-        throw nested;
-      }),
-    ).rejects.toBe(nested);
+    claims(nested);
+    await expect(throughCache(cache, call)).rejects.toBe(nested);
     expect(cache.get(cacheKeyOf("shopper", "test.look-up", "mine"))).toBeUndefined();
   });
 });

@@ -4,18 +4,20 @@ import { ReplayCache } from "./replay-cache";
 describe("the replay cache's single flight", () => {
   it("a copy waits for the run of its key, but no longer than it may wait", async () => {
     const cache = new ReplayCache();
-    let finish: (value: string) => void = () => {};
-    const first = cache.once("k", () => new Promise<string>((resolve) => (finish = resolve)));
+    const first = cache.board("k");
+    if (!("land" in first)) throw new Error("the first call leads the flight");
     // Told at once (the client asked not to wait), or after its wait, that the key is still running.
-    expect(await cache.once("k", async () => "second", 0)).toEqual({ ran: false, waitedOut: true });
-    expect(await cache.once("k", async () => "second", 20)).toEqual({ ran: false, waitedOut: true });
+    const impatient = cache.board("k", 0);
+    expect("landed" in impatient && (await impatient.landed)).toBe(false);
+    const briefly = cache.board("k", 20);
+    expect("landed" in briefly && (await briefly.landed)).toBe(false);
     // A copy that may wait longer than the run takes is told to look again once it ended.
-    const patient = cache.once("k", async () => "second", 5_000);
-    finish("first");
-    expect(await first).toEqual({ ran: true, value: "first" });
-    expect(await patient).toEqual({ ran: false });
-    // Nothing running: it runs.
-    expect(await cache.once("k", async () => "third", 0)).toEqual({ ran: true, value: "third" });
+    const patient = cache.board("k", 5_000);
+    if (!("landed" in patient)) throw new Error("the key is running");
+    first.land();
+    expect(await patient.landed).toBe(true);
+    // Nothing running: it leads.
+    expect("land" in cache.board("k", 0)).toBe(true);
   });
 });
 

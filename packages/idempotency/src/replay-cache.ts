@@ -53,7 +53,7 @@ export const DEFAULT_REPLAY_CACHE_OPTIONS: ReplayCacheOptions = {
 
 export class ReplayCache {
   private readonly outcomes: LRUCache<string, CachedOutcome>;
-  private readonly flights = new Map<string, Promise<unknown>>();
+  private readonly flights = new Map<string, Promise<void>>();
 
   constructor(readonly options: ReplayCacheOptions = DEFAULT_REPLAY_CACHE_OPTIONS) {
     this.outcomes = new LRUCache<string, CachedOutcome>({
@@ -138,39 +138,40 @@ export class ReplayCache {
   }
 
   /**
-   * Runs `work` for this key unless it is already running on this instance; then waits for that run
-   * (whatever its outcome, for at most `waitMs`) and says so, so the caller looks at the cache again (or,
-   * `waitedOut`, answers that the key is still in progress).
+   * Boards this key's flight on this instance. The first call leads it: it runs, and calls `land()` when its run
+   * has ended, whatever its outcome. A call that finds the key running gets `landed`: true once that run ended
+   * (it looks at the cache again), false once `waitMs` passed first (it answers that the key is still in
+   * progress).
    */
-  async once<R>(
-    key: string,
-    work: () => Promise<R>,
-    waitMs = Number.POSITIVE_INFINITY,
-  ): Promise<{ ran: true; value: R } | { ran: false } | { ran: false; waitedOut: true }> {
+  board(key: string, waitMs = Number.POSITIVE_INFINITY): { land: () => void } | { landed: Promise<boolean> } {
     const running = this.flights.get(key);
-    if (running) {
-      // Waited for as long as the caller may wait (its wait for a holder elsewhere is bounded the same way).
-      let timer: NodeJS.Timeout | undefined;
-      const outlasted = await Promise.race([
-        running.then(
-          () => false,
-          () => false,
-        ),
-        new Promise<boolean>((resolve) => {
-          if (Number.isFinite(waitMs)) timer = setTimeout(() => resolve(true), waitMs);
-        }),
-      ]);
-      clearTimeout(timer);
-      return outlasted ? { ran: false, waitedOut: true } : { ran: false };
-    }
-    const run = work();
-    this.flights.set(key, run);
-    try {
-      return { ran: true, value: await run };
-    } finally {
-      this.flights.delete(key);
-    }
+    if (running) return { landed: landedWithin(running, waitMs) };
+    let landing: () => void = () => {};
+    this.flights.set(key, new Promise<void>((resolve) => (landing = resolve)));
+    return {
+      land: () => {
+        this.flights.delete(key);
+        landing();
+      },
+    };
   }
+}
+
+/** True once the flight lands, false once `waitMs` passed first (the call's wait for a holder elsewhere is bounded the same way). */
+async function landedWithin(flight: Promise<void>, waitMs: number): Promise<boolean> {
+  if (!Number.isFinite(waitMs)) {
+    await flight;
+    return true;
+  }
+  let timer: NodeJS.Timeout | undefined;
+  const landed = await Promise.race([
+    flight.then(() => true),
+    new Promise<boolean>((resolve) => {
+      timer = setTimeout(() => resolve(false), waitMs);
+    }),
+  ]);
+  clearTimeout(timer);
+  return landed;
 }
 
 /** The cache key of a record: whose, which operation, which key, and the request's fingerprint. */

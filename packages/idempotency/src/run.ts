@@ -1,26 +1,21 @@
-import { claimInBatch } from "./claim-in-batch";
-import { claimInTransaction } from "./claim-in-transaction";
-import { claimWithLease } from "./claim-with-lease";
 import { IdempotencyError } from "./errors";
 import { ABSORBERS, type IdempotencyOutcome } from "./events";
-import { fingerprint } from "./fingerprint";
-import { throughCache } from "./look-up";
+import { lookedUp } from "./look-up";
 import {
-  type Answered,
-  type Call,
-  type ClaimKind,
   DEFAULT_IDEMPOTENCY_CONFIG,
   type IdempotencyConfig,
   type IdempotentOperation,
+  type IdempotentRequest,
   type IdempotentResult,
   type RecordStore,
+  type Served,
   type Trace,
 } from "./types";
 
 /**
  * Runs an operation once per key (docs/idempotency.md walks these phases):
  *   1 look up   the request's fingerprint; this instance's replay cache, if it has one (./look-up.ts)
- *   2 claim     the key, on the path chosen here once (`claimed`): with a lease, alone in a transaction, or in a
+ *   2 claim     the key, on the path chosen once (./claim.ts): with a lease, alone in a transaction, or in a
  *               batch; a copy that finds an outcome stored answers it (./existing-record.ts, ./outcome.ts)
  *   3 execute   the business writes, in the transaction that will store the outcome
  *   4 store     the outcome with COMMIT: a success, or a declared refusal; any other failure frees the key
@@ -31,83 +26,54 @@ export async function runIdempotent<T, Tx>(
   op: IdempotentOperation<T, Tx>,
   config: IdempotencyConfig = DEFAULT_IDEMPOTENCY_CONFIG,
 ): Promise<IdempotentResult<T>> {
-  const started = Date.now();
+  const served = await serveIdempotent(
+    store,
+    { scope: op.scope, bizType: op.bizType, key: op.key, operation: () => op, render: asItIs },
+    config,
+  );
+  return served.rendering;
+}
+
+const asItIs = <T>(result: IdempotentResult<T>) => ({ rendering: result, chars: 0 });
+
+/**
+ * One request through the same phases, from the text its transport holds to the answer the transport sends:
+ * a known replay (a copy of a text answered before) is answered before the request is read; any other is read
+ * (`request.operation`), run once per key, rendered (`request.render`), and a replay's rendering kept for the
+ * next copy of its text. One call into the look-up phase, which holds all of it (./look-up.ts).
+ */
+export async function serveIdempotent<T, Tx, R>(
+  store: RecordStore<Tx>,
+  request: IdempotentRequest<T, Tx, R>,
+  config: IdempotencyConfig = DEFAULT_IDEMPOTENCY_CONFIG,
+): Promise<Served<R>> {
   const trace: Trace = { waited: false };
+  // Timed from the moment the call reached its key to its answer (reading, admission and rendering are the transport's).
   const answered = (outcome: IdempotencyOutcome) => {
     const absorbedBy = absorberOf(outcome, trace);
     config.observe?.({
-      bizType: op.bizType,
-      key: op.key,
-      scope: op.scope,
+      bizType: request.bizType,
+      key: request.key,
+      scope: request.scope,
       outcome,
-      durationMs: Date.now() - started,
+      durationMs: (trace.ran?.at ?? Date.now()) - (trace.begunAt ?? Date.now()),
       ...(absorbedBy ? { absorbedBy } : {}),
     });
   };
+  const succeeded = (replayed: boolean) =>
+    answered(replayed ? (trace.waited ? "waited" : "replayed") : trace.business ? "replayed" : "first");
+  let served: Served<R>;
   try {
-    const requestFingerprint = fingerprint(op.bizType, op.request);
-    const call: Call<T, Tx> = { store, op: noting(op, trace), requestFingerprint, config, trace };
-    const result = config.cache
-      ? await throughCache(config.cache, call, claimed)
-      : (await claimed(call)).result;
-    answered(
-      result.replayed ? (trace.waited ? "waited" : "replayed") : trace.business ? "replayed" : "first",
-    );
-    return result;
+    served = await lookedUp(store, request, config, trace);
   } catch (error) {
-    answered(outcomeOfFailure(error));
+    // A request refused before it reached its key (not admitted, or not valid) is not an outcome under it; a run
+    // that answered is told as it answered, whatever its rendering did.
+    if (trace.ran) succeeded(trace.ran.replayed);
+    else if (trace.begunAt !== undefined) answered(outcomeOfFailure(error));
     throw error;
   }
-}
-
-/** The operation, its execution noting in the trace when its business object was there already. */
-function noting<T, Tx>(op: IdempotentOperation<T, Tx>, trace: Trace): IdempotentOperation<T, Tx> {
-  const execute = op.execute;
-  return {
-    ...op,
-    execute: async (tx) => {
-      const executed = await execute(tx);
-      trace.business = executed.absorbedBy;
-      return executed;
-    },
-  };
-}
-
-/**
- * Phases 2–4, on one of three paths, chosen here and nowhere else:
- *   lease  - the operation has outside work (./claim-with-lease.ts)
- *   batch  - a batchable operation's call while others are in flight beside it (./claim-in-batch.ts)
- *   alone  - any other call: one transaction of its own (./claim-in-transaction.ts)
- */
-async function claimed<T, Tx>(call: Call<T, Tx>): Promise<Answered<T>> {
-  if (claimOf(call.op) === "lease") return claimWithLease(call);
-  const batch = call.config.batch;
-  if (!batch || !call.op.batchable) return claimInTransaction(call);
-  const flight = inFlightOn(call.store);
-  flight.calls++;
-  try {
-    return await (flight.calls > 1 ? claimInBatch(call, batch) : claimInTransaction(call));
-  } finally {
-    flight.calls--;
-  }
-}
-
-/** Calls of batchable operations in flight, per store: a call that comes while one is in flight joins a batch. */
-const inFlight = new WeakMap<object, { calls: number }>();
-function inFlightOn(store: object): { calls: number } {
-  let flight = inFlight.get(store);
-  if (!flight) {
-    flight = { calls: 0 };
-    inFlight.set(store, flight);
-  }
-  return flight;
-}
-
-/** Outside work must come before the business transaction, so it needs the lease; work all in the database takes one commit. */
-export function claimOf(op: Pick<IdempotentOperation<unknown, unknown>, "claim" | "prepare">): ClaimKind {
-  if (op.claim === "transaction" && op.prepare)
-    throw new Error("an operation with outside work (prepare) holds its key with a lease");
-  return op.claim ?? (op.prepare ? "lease" : "transaction");
+  succeeded(trace.ran?.replayed ?? served.replayed);
+  return served;
 }
 
 /** What answered a copy that did not run: a replay's source (the record unless the trace says otherwise), or a refusal's reason. */

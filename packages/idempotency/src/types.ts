@@ -121,6 +121,43 @@ export interface IdempotentResult<T> {
   keyExpiresAt: Date;
 }
 
+/**
+ * One request as its transport holds it, before it is read (`serveIdempotent`): its key, the text it came as,
+ * how to read it into its operation, and how its answer is sent. With a replay cache, a copy of a text this
+ * instance answered before is answered with that answer's rendering, and the request is never read.
+ */
+export interface IdempotentRequest<T, Tx, R> extends KeyRef {
+  /**
+   * All that decides the operation's request besides the scope and the key, as sent (the body, the path's
+   * parameters). Absent: every copy is read and run.
+   */
+  text?: string;
+  /** The transport's admission of a copy answered as a known replay (a refusal is thrown). */
+  admit?: () => Promise<void>;
+  /** The request read and validated: its operation, under its key. Not called for a known replay. */
+  operation: () => IdempotentOperation<T, Tx> | Promise<IdempotentOperation<T, Tx>>;
+  /** The answer as the transport sends it. */
+  render: (result: IdempotentResult<T>) => Rendered<R>;
+}
+
+/** A transport's answer to a result. */
+export interface Rendered<R> {
+  rendering: R;
+  /** Its size in characters (what the replay cache counts when it keeps the rendering). */
+  chars: number;
+  /**
+   * It is the answer of a replay, so a copy of the same text may be answered with it (default: the result is a
+   * replay). A first answer is never kept: it may say that it is one.
+   */
+  replayed?: boolean;
+}
+
+/** What `serveIdempotent` answers: the rendering, and whether it is a replay's. */
+export interface Served<R> {
+  rendering: R;
+  replayed: boolean;
+}
+
 /** Proof of holding a key: every write made under it is conditional on `leaseVersion`. */
 export interface Lease extends Held {
   /** The record's key is (user_id, id): its scope and its id. */
@@ -153,6 +190,10 @@ export interface Trace {
   by?: Exclude<Absorber, "conflict" | "fingerprint">;
   /** The execution found its business object there already (ExecuteResult.absorbedBy). */
   business?: string;
+  /** When the call reached its key (Date.now()): a known replay admitted, or the request read. Failures before are not told. */
+  begunAt?: number;
+  /** The run's answer, before the transport renders it: a rendering that fails does not unsay it. */
+  ran?: { replayed: boolean; at: number };
 }
 
 /** How long a key is held or kept, as the statement that held or stored it saw it (a Lease is one). */

@@ -27,7 +27,7 @@ export interface Operation<S extends z.ZodType, R, D = unknown, I = z.output<S>>
    * be idempotent by its own key: a retry after a crash runs it again.
    */
   prepare?: (db: Db, input: I, ctx: OperationContext<D>) => Promise<void>;
-  /** How its key is held (packages/idempotency/src/run.ts, claimOf): default `lease` with `prepare`, else `transaction`. */
+  /** How its key is held (packages/idempotency/src/claim.ts, claimOf): default `lease` with `prepare`, else `transaction`. */
   claim?: ClaimKind;
   /**
    * This call may share its transaction with other first executions (packages/idempotency/src/claim-in-batch.ts): its

@@ -31,6 +31,7 @@ export {
   type IdempotentOperation,
   recordStore,
   runIdempotent,
+  serveIdempotent,
 } from "./record-store";
 export {
   type OperationAnswer,

@@ -44,6 +44,25 @@ export async function runIdempotent<T>(
   }
 }
 
+/** One request as its transport holds it, through the core's one entry (core.serveIdempotent): the known replay, the run, the rendering. */
+export async function serveIdempotent<T, R>(
+  db: Db,
+  request: Omit<core.IdempotentRequest<T, Tx, R>, "operation"> & {
+    operation: () => Promise<IdempotentOperation<T>>;
+  },
+  config: core.IdempotencyConfig = core.DEFAULT_IDEMPOTENCY_CONFIG,
+): Promise<core.Served<R>> {
+  try {
+    return await core.serveIdempotent(
+      recordStore(db),
+      { ...request, operation: async () => declared(await request.operation()) },
+      config,
+    );
+  } catch (error) {
+    throw asDomainError(error);
+  }
+}
+
 /** How many batches of first executions ran on this pool, and how many calls they took (tests, the bench). */
 export function batchStatsOf(db: Db): core.BatchStats {
   return core.batchStats(recordStore(db) as core.RecordStore<unknown>);

@@ -1,23 +1,21 @@
 import {
   DEFAULT_IDEMPOTENCY_CONFIG,
   type IdempotencyConfig,
-  type KeyRef,
-  keepRendering,
-  knownReplay,
+  type IdempotentResult,
 } from "@exactly-once/idempotency";
 import type { z } from "zod";
 import type { Db } from "~/server/db/client";
 import { unavailableIfTransient } from "~/server/errors";
 import {
   type AnyOperation,
-  canonicalRequest,
   type Executed,
   gatewayKeyOf,
   keyOfCall,
   type Operation,
   type OperationContext,
 } from "./define";
-import { type IdempotentOperation, runIdempotent } from "./record-store";
+import { recordOperation } from "./record-operation";
+import { runIdempotent, serveIdempotent } from "./record-store";
 
 export interface OperationCall<I, D> {
   userId: string;
@@ -65,66 +63,10 @@ export async function runOperation<S extends z.ZodType, R, D, I = z.output<S>>(
       });
     }
   } else {
-    const upgrade = op.answer?.upgrade;
-    const record: IdempotentOperation<Executed<R>> = {
-      scope: call.userId,
-      bizType: op.name,
-      key,
-      answerVersion: op.answer?.version ?? 1,
-      // What the record stores is the whole execution ({ result, bizId, existed }): the answer is its result.
-      ...(upgrade
-        ? {
-            upgradeAnswer: (stored: unknown, storedVersion: number) => {
-              const executed = stored as Executed<unknown>;
-              return { ...executed, result: upgrade(executed.result, storedVersion) } as Executed<R>;
-            },
-          }
-        : {}),
-      request: canonicalRequest(op as unknown as Operation<z.ZodType, unknown, never, I>, call.input),
-      storedErrors: op.storedErrors,
-      ...(op.claim ? { claim: op.claim } : {}),
-      ...(op.batchable?.(call.input) ? { batchable: true } : {}),
-      execute: async (tx) => {
-        const executed = await op.execute(tx, call.input, ctx);
-        return {
-          result: executed,
-          bizId: executed.bizId ?? null,
-          ...(executed.existed ? { absorbedBy: op.key.absorbedBy } : {}),
-        };
-      },
-    };
-    const prepare = op.prepare;
-    if (prepare) record.prepare = () => prepare(db, call.input, ctx);
-    const outcome = await runIdempotent(db, record, config);
-    const { result, existed } = outcome.result;
-    answer = {
-      ...result,
-      replayed: outcome.replayed || (existed ?? false),
-      keyExpiresAt: outcome.keyExpiresAt,
-    };
-    keyOfAnswer.set(answer, { scope: record.scope, bizType: op.name, key, request: record.request });
+    answer = answerOf(await runIdempotent(db, recordOperation(db, op, call.input, ctx, key), config));
   }
   if (op.afterCommit) await op.afterCommit(db, stripAnswer(answer), ctx).catch(() => undefined);
   return answer;
-}
-
-/**
- * A known replay (docs/idempotency.md, "Known replays"): what a transport rendered for this very request
- * text under this shopper's key before, while this instance holds the key's success, once `admit` let the
- * copy in; undefined: run the call. The text must be all that decides the input besides the shopper and the
- * key (the transport's path and body).
- */
-function knownAnswer<R>(
-  config: IdempotencyConfig,
-  op: AnyOperation,
-  call: { userId: string; key: string; requestText: string; admit: () => Promise<void> },
-): Promise<{ rendering: R; keyExpiresAt: Date } | undefined> {
-  return knownReplay<R>(
-    config,
-    { scope: call.userId, bizType: op.name, key: call.key },
-    call.requestText,
-    call.admit,
-  );
 }
 
 /** One request of an operation as a transport hands it over (`serveOperation`). */
@@ -147,58 +89,63 @@ export interface ServedRequest<I, R, D, Rendering> {
 }
 
 /**
- * One request of an operation, from the transport's text to its rendering, in one call: a known replay (this
- * text answered before: no parsing, validation or hashing), else the input read, admitted, run once per key,
- * rendered, and (a replay) kept for the next known replay.
+ * One request of an operation, from the transport's text to its rendering, in one call. With a key known before
+ * the input is read (REST's header, the key a tRPC input carries), one call into the core
+ * (`serveIdempotent`): a known replay (this text answered before: no parsing, validation or hashing), else the
+ * input read, admitted, run once per key, rendered, and (a replay) kept for the next known replay. Without
+ * one, the input read, admitted and run (`runOperation`).
  */
 export async function serveOperation<S extends z.ZodType, R, D, Rendering>(
   db: Db,
   op: Operation<S, R, D>,
   request: ServedRequest<z.output<S>, R, D, Rendering>,
 ): Promise<{ rendering: Rendering; replayed: boolean }> {
-  const { userId, key, config, requestText } = request;
+  const { userId, key, deps, config, requestText } = request;
   const knownKey = key ?? request.replayKey;
-  if (requestText !== undefined && knownKey !== undefined) {
-    const known = await knownAnswer<Rendering>(config, op as AnyOperation, {
-      userId,
-      key: knownKey,
-      requestText,
-      admit: () => request.admit(knownKey),
-    });
-    if (known) return { rendering: known.rendering, replayed: true };
+  if (knownKey === undefined) {
+    const input = await request.read();
+    await request.admit(gatewayKeyOf(op as AnyOperation, { input, key }));
+    const answer = await runOperation(db, op, { userId, input, deps }, config);
+    return { rendering: request.render(answer, input).rendering, replayed: answer.replayed };
   }
-  const input = await request.read();
-  await request.admit(gatewayKeyOf(op as AnyOperation, { input, key }));
-  const answer = await runOperation(
-    db,
-    op,
-    { userId, input, deps: request.deps, ...(key !== undefined ? { key } : {}) },
-    config,
-  );
-  const { rendering, chars } = request.render(answer, input);
-  if (requestText !== undefined) keepAnswer(config, answer, requestText, rendering, chars);
-  return { rendering, replayed: answer.replayed };
+  const ctx: OperationContext<D> = { userId, deps };
+  let ran: { input: z.output<S>; answer: OperationAnswer<R> } | undefined;
+  let input: z.output<S> | undefined;
+  try {
+    return await serveIdempotent(
+      db,
+      {
+        scope: userId,
+        bizType: op.name,
+        key: knownKey,
+        ...(requestText !== undefined ? { text: requestText } : {}),
+        admit: () => request.admit(knownKey),
+        operation: async () => {
+          const read = await request.read();
+          input = read;
+          await request.admit(gatewayKeyOf(op as AnyOperation, { input: read, key }));
+          const recordKey = keyOfCall(op as AnyOperation, { input: read, key }) ?? knownKey;
+          return recordOperation(db, op, read, ctx, recordKey);
+        },
+        render: (outcome: IdempotentResult<Executed<R>>) => {
+          const answer = answerOf(outcome);
+          ran = { input: input as z.output<S>, answer };
+          const { rendering, chars } = request.render(answer, ran.input);
+          return { rendering, chars, replayed: answer.replayed };
+        },
+      },
+      config,
+    );
+  } finally {
+    // After every run that answered (its rendering too may fail), as runOperation does; a known replay ran nothing.
+    if (ran && op.afterCommit) await op.afterCommit(db, stripAnswer(ran.answer), ctx).catch(() => undefined);
+  }
 }
 
-/** The key and canonical request an answer was run with under a record, for `keepAnswer`. */
-const keyOfAnswer = new WeakMap<object, KeyRef & { request: unknown }>();
-
-/**
- * Keeps a transport's rendering of a replayed success under its request text, for `knownAnswer`. `answer` is
- * what `runOperation` answered: one run under a record remembers its key and request, and is kept when it is a
- * replay (of the record, or of the business object its key found); anything else is not kept.
- */
-function keepAnswer(
-  config: IdempotencyConfig,
-  answer: unknown,
-  requestText: string,
-  rendering: unknown,
-  renderingChars: number,
-): void {
-  const ran = typeof answer === "object" && answer !== null ? keyOfAnswer.get(answer) : undefined;
-  if (!ran || !(answer as OperationAnswer<unknown>).replayed) return;
-  const { request, ...ref } = ran;
-  keepRendering(config, ref, request, requestText, rendering, renderingChars);
+/** The answer of a run under a record: its result, a replay of the record or of the business object its key found. */
+function answerOf<R>(outcome: IdempotentResult<Executed<R>>): OperationAnswer<R> {
+  const { result, existed } = outcome.result;
+  return { ...result, replayed: outcome.replayed || (existed ?? false), keyExpiresAt: outcome.keyExpiresAt };
 }
 
 function stripAnswer<R>(answer: OperationAnswer<R>): R {
