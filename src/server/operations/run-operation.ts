@@ -109,8 +109,8 @@ export async function serveOperation<S extends z.ZodType, R, D, Rendering>(
     return { rendering: request.render(answer, input).rendering, replayed: answer.replayed };
   }
   const ctx: OperationContext<D> = { userId, deps };
-  let ran: { input: z.output<S>; answer: OperationAnswer<R> } | undefined;
   let input: z.output<S> | undefined;
+  let answer: OperationAnswer<R> | undefined;
   try {
     return await serveIdempotent(
       db,
@@ -128,9 +128,8 @@ export async function serveOperation<S extends z.ZodType, R, D, Rendering>(
           return recordOperation(db, op, read, ctx, recordKey);
         },
         render: (outcome: IdempotentResult<Executed<R>>) => {
-          const answer = answerOf(outcome);
-          ran = { input: input as z.output<S>, answer };
-          const { rendering, chars } = request.render(answer, ran.input);
+          answer = answerOf(outcome);
+          const { rendering, chars } = request.render(answer, input as z.output<S>);
           return { rendering, chars, replayed: answer.replayed };
         },
       },
@@ -138,7 +137,7 @@ export async function serveOperation<S extends z.ZodType, R, D, Rendering>(
     );
   } finally {
     // After every run that answered (its rendering too may fail), as runOperation does; a known replay ran nothing.
-    if (ran && op.afterCommit) await op.afterCommit(db, stripAnswer(ran.answer), ctx).catch(() => undefined);
+    if (answer && op.afterCommit) await op.afterCommit(db, stripAnswer(answer), ctx).catch(() => undefined);
   }
 }
 
