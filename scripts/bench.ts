@@ -15,10 +15,16 @@
  *   --adapters        the package's adapters (Express, Fastify, Hono) each beside the peer in the same
  *                     framework, and nothing else; --tiny runs Express's (CI), a default run none
  *   --frameworks=A,B  which adapters' frameworks, in this order (default express,fastify,hono)
+ *   --instructions    instructions per request of each path, counted under valgrind's callgrind (not timed:
+ *                     comparable across commits on a noisy machine), and nothing else; takes minutes;
+ *                     --servers=floor,peer,app says whose, --counted=1600 how many requests a path's long window has
+ *   --app=DIR         measure the built app of another checkout (DIR) with this bench: two commits compared by
+ *                     one harness (build DIR first)
  *   --only=A,B        only these scenarios (by function name: orderPaths, callbackStorm, …); while working
  *                     on one path. A ratio whose rows did not run is shown as not measured.
  * Writes bench-results/latest.json and bench-results/latest.html.
  */
+import { writeFileSync } from "node:fs";
 import type autocannon from "autocannon";
 import { getEnv } from "~/env";
 import { closeDb, createDb, pgClient } from "~/server/db/client";
@@ -34,12 +40,13 @@ import { callbackStorm } from "./lib/bench/scenarios/callback-storm";
 import { databaseFloor } from "./lib/bench/scenarios/database-floor";
 import { duplicateStorm } from "./lib/bench/scenarios/duplicate-storm";
 import { expiredKey } from "./lib/bench/scenarios/expired-key";
+import { instructionCounts } from "./lib/bench/scenarios/instruction-counts";
 import { keepAlive } from "./lib/bench/scenarios/keep-alive";
 import { millionRows } from "./lib/bench/scenarios/million-rows";
 import { orderPaths } from "./lib/bench/scenarios/order-paths";
 import { reconciliationScale } from "./lib/bench/scenarios/reconciliation-scale";
 import { twoInstances } from "./lib/bench/scenarios/two-instances";
-import { log, ONLY, PROFILE, PROFILE_SECONDS, type Row, tiny } from "./lib/bench/settings";
+import { instructions, log, ONLY, PROFILE, PROFILE_SECONDS, type Row, tiny } from "./lib/bench/settings";
 import { settledCount } from "./lib/bench/settle";
 import { ensureBuild } from "./lib/build";
 import { CpuMeter, mainThreadCpuMs, ownCpuMs, processCpuMs } from "./lib/cpu";
@@ -73,6 +80,30 @@ async function main() {
   const count = async (sql: string) => Number((await db.$client.unsafe(sql))[0]?.n ?? 0);
   /** Requests still in flight when the load stopped commit a moment later: count once nothing changes. */
   const settled = settledCount(count);
+  if (instructions) {
+    try {
+      const counted = await instructionCounts({ url, cleanups });
+      writeFileSync("bench-results/instructions.json", `${JSON.stringify(counted, null, 2)}\n`);
+      const of = (name: string) => counted.find((c) => c.path === name)?.work;
+      for (const c of counted) {
+        const floor = of("first execution, floor");
+        const peer = of(c.path.startsWith("replay") ? "replay, peer" : "first execution, peer");
+        const against = [
+          floor && `${(c.work / floor).toFixed(2)} × the floor's first execution`,
+          peer && `${(c.work / peer).toFixed(2)} × the peer's`,
+        ]
+          .filter(Boolean)
+          .join(", ");
+        console.log(
+          `${c.path}: ${(c.work / 1e6).toFixed(3)} M instructions per request, compiling and collecting aside (${against})`,
+        );
+      }
+      return 0;
+    } finally {
+      await closeDb(db);
+      for (const cleanup of cleanups) await cleanup().catch(() => {});
+    }
+  }
   const rows: Row[] = [];
   let appPeak: number | null = null;
   const profiles: { ratio: string; lines: string[] }[] = [];

@@ -1,8 +1,11 @@
 import { type ChildProcess, spawn } from "node:child_process";
+import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { NEXT_BIN } from "./build";
 
 const SERVE_SCRIPT = fileURLToPath(new URL("../serve.ts", import.meta.url));
+/** The server's TypeScript without esbuild's keepNames (./keep-names-off.mjs says why). */
+export const KEEP_NAMES_OFF = fileURLToPath(new URL("./keep-names-off.mjs", import.meta.url));
 
 /**
  * Node arguments that run the production server (scripts/serve.ts) under tsx. The heap is bounded so an
@@ -18,6 +21,8 @@ export const SERVE_ARGS = [
   `--max-old-space-size=${Number(process.env.APP_HEAP_MB ?? 256)}`,
   "--import",
   "tsx",
+  "--import",
+  KEEP_NAMES_OFF,
   SERVE_SCRIPT,
 ];
 
@@ -54,13 +59,23 @@ export async function startAppProcess(options: {
   readyTimeoutMs?: number;
   /** Extra options for node itself (e.g. --cpu-prof). */
   nodeArgs?: string[];
+  /** A command that runs node, before node's own (e.g. valgrind and its options). */
+  wrapper?: string[];
+  /** Another checkout's built app instead of this one's (the bench's --app, to compare two commits). */
+  dir?: string;
 }): Promise<AppProcess> {
   const dev = options.mode === "dev";
   const args = [
     ...(options.nodeArgs ?? []),
-    ...(dev ? [NEXT_BIN, "dev", "-p", String(options.port), "-H", "127.0.0.1"] : SERVE_ARGS),
+    ...(dev
+      ? [NEXT_BIN, "dev", "-p", String(options.port), "-H", "127.0.0.1"]
+      : options.dir
+        ? [...SERVE_ARGS.slice(0, -1), path.join(options.dir, "scripts", "serve.ts")]
+        : SERVE_ARGS),
   ];
-  const child = spawn(process.execPath, args, {
+  const [command, ...wrapperArgs] = [...(options.wrapper ?? []), process.execPath];
+  const child = spawn(command ?? process.execPath, [...wrapperArgs, ...args], {
+    ...(options.dir ? { cwd: options.dir } : {}),
     env: {
       ...process.env,
       ...(dev ? {} : SERVE_ENV),

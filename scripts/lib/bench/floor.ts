@@ -2,6 +2,7 @@ import type { ChildProcess } from "node:child_process";
 import { spawn } from "node:child_process";
 import { connect } from "node:net";
 import { fileURLToPath } from "node:url";
+import { KEEP_NAMES_OFF } from "../app-process";
 import { CpuMeter, mainThreadCpuMs, ownCpuMs, processCpuMs } from "../cpu";
 import { freePort } from "../free-port";
 
@@ -24,8 +25,14 @@ export interface BenchServer {
 }
 
 /** Starts the floor server (./floor-server.ts) on the bench's database and waits until it answers. */
-export function startFloor(databaseUrl: string): Promise<BenchServer> {
-  return startServer("floor", FLOOR_SERVER, FLOOR_USER_ID, { DATABASE_URL: databaseUrl, FLOOR_USER_ID });
+export function startFloor(databaseUrl: string, wrapper?: string[]): Promise<BenchServer> {
+  return startServer(
+    "floor",
+    FLOOR_SERVER,
+    FLOOR_USER_ID,
+    { DATABASE_URL: databaseUrl, FLOOR_USER_ID },
+    wrapper,
+  );
 }
 
 /** Starts the peer (./peer-server.ts: @node-idempotency with Redis, in Express by default) on its own database. */
@@ -33,12 +40,15 @@ export function startPeer(
   databaseUrl: string,
   redisUrl: string,
   framework = "express",
+  wrapper?: string[],
 ): Promise<BenchServer> {
-  return startServer(`${framework} peer`, PEER_SERVER, PEER_USER_ID, {
-    DATABASE_URL: databaseUrl,
-    REDIS_URL: redisUrl,
-    FRAMEWORK: framework,
-  });
+  return startServer(
+    `${framework} peer`,
+    PEER_SERVER,
+    PEER_USER_ID,
+    { DATABASE_URL: databaseUrl, REDIS_URL: redisUrl, FRAMEWORK: framework },
+    wrapper,
+  );
 }
 
 /** Starts ours in `framework` by the package's adapter (./adapter-server.ts) on its own database. */
@@ -54,15 +64,22 @@ async function startServer(
   script: string,
   userId: string,
   env: Record<string, string>,
+  /** A command that runs node, before node's own (valgrind, for ./scenarios/instruction-counts.ts). */
+  wrapper: string[] = [],
 ): Promise<BenchServer> {
   const port = await freePort();
-  const child = spawn(process.execPath, ["--import", "tsx", script], {
-    env: { ...process.env, ...env, PORT: String(port), DB_POOL_MAX: "20" },
-    stdio: ["ignore", "ignore", "inherit"],
-  });
+  const [command, ...wrapperArgs] = [...wrapper, process.execPath];
+  const child = spawn(
+    command ?? process.execPath,
+    [...wrapperArgs, "--import", "tsx", "--import", KEEP_NAMES_OFF, script],
+    {
+      env: { ...process.env, ...env, PORT: String(port), DB_POOL_MAX: "20" },
+      stdio: ["ignore", "ignore", "inherit"],
+    },
+  );
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
   const baseUrl = `http://127.0.0.1:${port}`;
-  const deadline = Date.now() + 30_000;
+  const deadline = Date.now() + (wrapper.length > 0 ? 600_000 : 30_000);
   for (;;) {
     if (child.exitCode !== null) throw new Error(`the ${name} server exited early`);
     try {

@@ -5,6 +5,7 @@ import autocannon from "autocannon";
 import { type AppProcess, startAppProcess } from "../app-process";
 import { freePort } from "../free-port";
 import {
+  APP_DIR,
   BENCH_ADMIN_TOKEN,
   BENCH_SESSION_SECRET,
   CONNECTIONS,
@@ -27,10 +28,13 @@ export async function startApp(
   databaseUrl: string,
   env: Record<string, string> = {},
   nodeArgs: string[] = [],
+  under: { wrapper?: string[]; readyTimeoutMs?: number } = {},
 ): Promise<AppProcess> {
   return startAppProcess({
     port: await freePort(),
     nodeArgs,
+    ...(APP_DIR ? { dir: APP_DIR } : {}),
+    ...under,
     env: {
       DATABASE_URL: databaseUrl,
       BENCH_ROUTES: "true",

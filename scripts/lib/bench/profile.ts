@@ -50,7 +50,50 @@ export async function profilePath(
   }
   const file = readdirSync(dir).find((name) => name.endsWith(".cpuprofile"));
   if (!file) return ["(no profile was written)"];
-  return summarise(JSON.parse(readFileSync(path.join(dir, file), "utf8")) as CpuProfile, dir);
+  const lines = summarise(JSON.parse(readFileSync(path.join(dir, file), "utf8")) as CpuProfile, dir);
+  const heap = path.join(dir, "heap.heapprofile");
+  if (existsSync(heap))
+    lines.push(...summariseAllocations(JSON.parse(readFileSync(heap, "utf8")) as HeapProfile));
+  return lines;
+}
+
+interface HeapNode {
+  callFrame: { functionName: string; url: string; lineNumber: number };
+  selfSize: number;
+  children: HeapNode[];
+}
+interface HeapProfile {
+  head: HeapNode;
+}
+
+/**
+ * What the profiled load allocated, by the function that allocated it (V8's sampling heap profiler: the
+ * bytes of the objects sampled, alive or not). Garbage is the young generation's work: every byte here is
+ * scavenged.
+ */
+export function summariseAllocations(profile: HeapProfile): string[] {
+  const functions = new Map<string, number>();
+  const places = new Map<string, number>();
+  let total = 0;
+  const visit = (node: HeapNode) => {
+    const frame = node.callFrame;
+    if (node.selfSize > 0) {
+      total += node.selfSize;
+      const name = `${frame.functionName || "(anonymous)"} ${shortUrl(frame.url)}:${frame.lineNumber + 1}`;
+      functions.set(name, (functions.get(name) ?? 0) + node.selfSize);
+      const place = placeOf(frame.url, frame.functionName);
+      places.set(place, (places.get(place) ?? 0) + node.selfSize);
+    }
+    for (const child of node.children) visit(child);
+  };
+  visit(profile.head);
+  const top = (m: Map<string, number>, n: number) => topShares(m, n, total);
+  return [
+    `allocated ${(total / 2 ** 20).toFixed(0)} MB (sampled); by place:`,
+    ...top(places, 10),
+    "allocating most (self):",
+    ...top(functions, 16),
+  ];
 }
 
 /** Self time by place (package, our folder, node, GC) and the heaviest functions, as lines to print. */
@@ -72,11 +115,7 @@ export function summarise(profile: CpuProfile, dir: string): string[] {
     const name = `${frame.functionName || "(anonymous)"} ${shortUrl(frame.url)}:${frame.lineNumber + 1}`;
     functions.set(name, (functions.get(name) ?? 0) + micros);
   }
-  const top = (m: Map<string, number>, n: number) =>
-    [...m.entries()]
-      .sort((a, b) => b[1] - a[1])
-      .slice(0, n)
-      .map(([name, micros]) => `  ${((micros / Math.max(1, busy)) * 100).toFixed(1).padStart(5)} %  ${name}`);
+  const top = (m: Map<string, number>, n: number) => topShares(m, n, busy);
   return [
     `busy ${(busy / 1000).toFixed(0)} ms of CPU; self time by place:`,
     ...top(places, 14),
@@ -84,6 +123,14 @@ export function summarise(profile: CpuProfile, dir: string): string[] {
     ...top(functions, 12),
     `(the whole profile: ${path.relative(process.cwd(), dir)}; open it in Chrome DevTools)`,
   ];
+}
+
+/** The `n` largest entries of `m`, each as its share of `total`, one line each. */
+function topShares(m: Map<string, number>, n: number, total: number): string[] {
+  return [...m.entries()]
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, n)
+    .map(([name, amount]) => `  ${((amount / Math.max(1, total)) * 100).toFixed(1).padStart(5)} %  ${name}`);
 }
 
 function placeOf(url: string, functionName: string): string {

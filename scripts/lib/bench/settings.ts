@@ -13,6 +13,14 @@ export const tiny = args.has("tiny");
 export const outside = args.has("outside");
 /** The package's adapters beside the peer in the same framework (./scenarios/adapter-paths.ts), and nothing else. */
 export const adapters = args.has("adapters");
+/** Whose instructions --instructions counts (floor, peer, app). */
+export const COUNTED_SERVERS = (args.get("servers") ?? "floor,peer,app").split(",");
+/** Requests counted per path by --instructions. */
+export const COUNTED = Number(args.get("counted") ?? 1600);
+/** Another checkout whose built app is measured instead of this one's (to compare two commits with one bench). */
+export const APP_DIR = args.get("app");
+/** Instructions per request under callgrind (./scenarios/instruction-counts.ts), and nothing else. */
+export const instructions = args.has("instructions");
 /** Which of the adapters' frameworks run, in this order (default: all of them). */
 export const FRAMEWORKS_CHOSEN = args.get("frameworks")?.split(",").filter(Boolean);
 export const DURATION = Number(args.get("duration") ?? (tiny ? 1 : outside ? 24 : 10));
