@@ -9,6 +9,7 @@ import { KEEP_NAMES_OFF } from "../scripts/lib/app-process";
 // functions a request creates are not renamed by an Object.defineProperty each, and still carry their names.
 const dir = mkdtempSync(path.join(tmpdir(), "keep-names-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
+writeFileSync(path.join(dir, "package.json"), JSON.stringify({ type: "module" }));
 writeFileSync(
   path.join(dir, "closures.ts"),
   `export function request(n: number) {
