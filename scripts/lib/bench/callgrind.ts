@@ -38,7 +38,8 @@ export function callgrind(pid: number, command: string): void {
     encoding: "utf8",
     timeout: 120_000,
     env: { ...env, ...theirs },
-    // What it says on stderr ("sending command …") is not news; its stdout says OK, or why not.
+    // What it says on stderr ("sending command …") is not news. Its stdout names the process it found; a
+    // command that reached no process is caught by the dump that does not come (countWhile).
     stdio: ["ignore", "pipe", "ignore"],
   });
   if (!/OK/.test(said)) throw new Error(`callgrind_control ${command} ${pid}: ${said}`);

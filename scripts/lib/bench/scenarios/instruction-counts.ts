@@ -24,7 +24,7 @@ const WARM_REQUESTS = tiny ? 30 : 2_000;
  * generation's, fall into every path's count as often as its allocation calls for.
  */
 const COUNTED_REQUESTS = tiny ? 20 : COUNTED;
-/** The short window's requests (see countPath). */
+/** The short window's requests (see countServer). */
 const SHORT_WINDOW = Math.round(COUNTED_REQUESTS / 4);
 /** Under valgrind a process runs tens of times slower: its start and its warm-up get minutes. */
 const READY_MS = 600_000;
