@@ -1,4 +1,4 @@
-/** The production server's entry point (src/host/server.ts), run under tsx. */
+/** The production server's entry point (src/host/server.ts): `npm run build` compiles it to .next/serve (scripts/lib/server-bundle.ts). */
 import "~/host/server";
 import { profileOnSignal } from "./lib/profile-on-signal";
 

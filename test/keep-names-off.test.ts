@@ -5,8 +5,10 @@ import path from "node:path";
 import { afterAll, expect, it } from "vitest";
 import { KEEP_NAMES_OFF } from "../scripts/lib/app-process";
 
-// The production server's TypeScript runs without esbuild's keepNames (scripts/lib/keep-names-off.mjs): the
-// functions a request creates are not renamed by an Object.defineProperty each, and still carry their names.
+// The bench's own servers run their TypeScript under tsx without esbuild's keepNames
+// (scripts/lib/keep-names-off.mjs): the functions a request creates are not renamed by an Object.defineProperty
+// each, and still carry their names. The production server's bundle is compiled without it too
+// (test/server-bundle.test.ts).
 const dir = mkdtempSync(path.join(tmpdir(), "keep-names-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 writeFileSync(path.join(dir, "package.json"), JSON.stringify({ type: "module" }));
@@ -45,6 +47,6 @@ it("tsx alone defines the name of every function a call creates, once per call",
   expect(probe("tsx")).toEqual({ names: ["arrow", "render", "nested"], calls: 300 });
 });
 
-it("the production server's loaders define none, and the functions keep their names", () => {
+it("the keepNames hook's loaders define none, and the functions keep their names", () => {
   expect(probe("tsx", KEEP_NAMES_OFF)).toEqual({ names: ["arrow", "render", "nested"], calls: 0 });
 });

@@ -3,18 +3,12 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startAppProcess } from "../scripts/lib/app-process";
-import {
-  freePort,
-  TEST_SERVER_ADMIN_TOKEN,
-  TEST_SERVER_SESSION_SECRET,
-  TEST_SERVER_WEBHOOK_SECRET,
-} from "./support/app-server";
+import { startAppServer } from "./support/app-server";
 import { createTestDatabase, type TestDatabase } from "./support/database";
 
 /**
- * tsx turns Node's source maps on, and Node then keeps the map of every module it loads: Next's runtime and
- * chunks and every package's, with their sources. That was 53 MB of a production instance's memory at start
+ * With Node's source maps on, Node keeps the map of every module it loads: Next's runtime and chunks and every
+ * package's, with their sources. That was 53 MB of a production instance's memory at start
  * (179 MB with them off, 232 on). The production server keeps none unless SOURCE_MAPS asks
  * (docs/configuration.md).
  */
@@ -26,39 +20,37 @@ afterAll(() => t.drop());
 
 async function serverState(env: Record<string, string>) {
   const report = path.join(tmpdir(), `source-maps-${process.pid}-${Date.now()}.json`);
-  const server = await startAppProcess({
-    port: await freePort(),
-    capture: true,
+  const server = await startAppServer({
+    databaseUrl: t.url,
     nodeArgs: ["--import", pathToFileURL(path.resolve("test/support/probes/source-maps.mjs")).href],
-    env: {
-      DATABASE_URL: t.url,
-      LOG_LEVEL: "warn",
-      WORKER_IN_APP: "false",
-      ADMIN_TOKEN: TEST_SERVER_ADMIN_TOKEN,
-      PROVIDER_WEBHOOK_SECRET: TEST_SERVER_WEBHOOK_SECRET,
-      SESSION_SECRET: TEST_SERVER_SESSION_SECRET,
-      SOURCE_MAPS_REPORT: report,
-      ...env,
-    },
+    env: { SOURCE_MAPS_REPORT: report, ...env },
   });
   try {
     // A page: Next loads its page runtime now.
     expect((await fetch(`${server.baseUrl}/`)).status).toBe(200);
     rmSync(report, { force: true });
     for (let i = 0; i < 50 && !existsSync(report); i++) await new Promise((r) => setTimeout(r, 100));
-    return JSON.parse(readFileSync(report, "utf8")) as { enabled: boolean; pageRuntimeMap: boolean };
+    return JSON.parse(readFileSync(report, "utf8")) as {
+      enabled: boolean;
+      serverMap: boolean;
+      pageRuntimeMap: boolean;
+    };
   } finally {
-    await server.stop(5_000);
+    await server.stop();
     rmSync(report, { force: true });
   }
 }
 
 describe("source maps in the production server", () => {
   it("are off by default: no module loaded after start-up has its map kept", async () => {
-    expect(await serverState({})).toEqual({ enabled: false, pageRuntimeMap: false });
+    expect(await serverState({})).toEqual({ enabled: false, serverMap: false, pageRuntimeMap: false });
   });
 
   it("SOURCE_MAPS=true keeps them, for stack traces in the TypeScript's lines", async () => {
-    expect(await serverState({ SOURCE_MAPS: "true" })).toEqual({ enabled: true, pageRuntimeMap: true });
+    expect(await serverState({ SOURCE_MAPS: "true" })).toEqual({
+      enabled: true,
+      serverMap: true,
+      pageRuntimeMap: true,
+    });
   });
 });

@@ -1,14 +1,16 @@
 import { type ChildProcess, spawn } from "node:child_process";
+import { existsSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { NEXT_BIN } from "./build";
+import { SERVER_BUNDLE, SERVER_ENTRY } from "./server-bundle";
 
-const SERVE_SCRIPT = fileURLToPath(new URL("../serve.ts", import.meta.url));
-/** The server's TypeScript without esbuild's keepNames (./keep-names-off.mjs says why). */
+/** TypeScript run by tsx without esbuild's keepNames (./keep-names-off.mjs says why): the bench's own servers. */
 export const KEEP_NAMES_OFF = fileURLToPath(new URL("./keep-names-off.mjs", import.meta.url));
+const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 
 /**
- * Node arguments that run the production server (scripts/serve.ts) under tsx. The heap is bounded so an
+ * The production server's heap settings. The heap is bounded so an
  * instance stays near its working set under load: young-generation semi-spaces of APP_SEMI_SPACE_MB (4 by
  * default; V8 grows them to 16 MB under allocation pressure) and an old space of APP_HEAP_MB (256; V8
  * collects more eagerly as it nears the limit). Measured in the bench (2,000 keep-alive connections
@@ -16,15 +18,28 @@ export const KEEP_NAMES_OFF = fileURLToPath(new URL("./keep-names-off.mjs", impo
  * defaults (16 and no limit) and 306 MB / 1.79 ms at 8; at 2 the young generation collects so often that
  * CPU per request rises by half. Memory bought with CPU: set 16 where CPU matters more.
  */
-export const SERVE_ARGS = [
+const HEAP_ARGS = [
   `--max-semi-space-size=${Number(process.env.APP_SEMI_SPACE_MB ?? 4)}`,
   `--max-old-space-size=${Number(process.env.APP_HEAP_MB ?? 256)}`,
-  "--import",
-  "tsx",
-  "--import",
-  KEEP_NAMES_OFF,
-  SERVE_SCRIPT,
 ];
+
+/**
+ * Node arguments that run the production server: scripts/serve.ts as `npm run build` compiled it
+ * (./server-bundle.ts, run by scripts/run-server.mjs), with no TypeScript compiler in the process.
+ */
+export const SERVE_ARGS = [...HEAP_ARGS, SERVER_ENTRY];
+
+/**
+ * The production server of the checkout in `dir`: its bundle, or with `fromSource` (or when it has none, as a
+ * checkout from before the bundle) its scripts/serve.ts under tsx and this checkout's keepNames hook.
+ */
+function serveArgsOf(dir: string, fromSource: boolean): string[] {
+  const entry = path.join(dir, path.relative(ROOT, SERVER_ENTRY));
+  if (!fromSource && existsSync(entry) && existsSync(path.join(dir, path.relative(ROOT, SERVER_BUNDLE)))) {
+    return [...HEAP_ARGS, entry];
+  }
+  return [...HEAP_ARGS, "--import", "tsx", "--import", KEEP_NAMES_OFF, path.join(dir, "scripts", "serve.ts")];
+}
 
 /**
  * Environment for the production server's process. glibc's malloc keeps an arena per thread that allocates
@@ -63,14 +78,16 @@ export async function startAppProcess(options: {
   wrapper?: string[];
   /** Another checkout's built app instead of this one's (the bench's --app, to compare two commits). */
   dir?: string;
+  /** scripts/serve.ts under tsx instead of the bundle `npm run build` made of it. */
+  fromSource?: boolean;
 }): Promise<AppProcess> {
   const dev = options.mode === "dev";
   const args = [
     ...(options.nodeArgs ?? []),
     ...(dev
       ? [NEXT_BIN, "dev", "-p", String(options.port), "-H", "127.0.0.1"]
-      : options.dir
-        ? [...SERVE_ARGS.slice(0, -1), path.join(options.dir, "scripts", "serve.ts")]
+      : options.dir || options.fromSource
+        ? serveArgsOf(options.dir ?? ROOT, options.fromSource ?? false)
         : SERVE_ARGS),
   ];
   const [command, ...wrapperArgs] = [...(options.wrapper ?? []), process.execPath];

@@ -2,6 +2,7 @@ import { spawn } from "node:child_process";
 import { existsSync, mkdirSync, readdirSync, rmSync, statSync } from "node:fs";
 import { createRequire } from "node:module";
 import path from "node:path";
+import { buildServer, SERVER_BUNDLE, SERVER_SOURCES } from "./server-bundle";
 
 export const NEXT_BIN = createRequire(import.meta.url).resolve("next/dist/bin/next");
 const BUILD_ID = ".next/BUILD_ID";
@@ -24,6 +25,13 @@ export function buildIsFresh(): boolean {
   return SOURCES.every((source) => newestMtime(source) <= built);
 }
 
+/** The production server's bundle (./server-bundle.ts) exists, and nothing it is built from changed since. */
+export function serverIsFresh(): boolean {
+  if (!existsSync(SERVER_BUNDLE)) return false;
+  const built = statSync(SERVER_BUNDLE).mtimeMs;
+  return SERVER_SOURCES.every((source) => newestMtime(source) <= built);
+}
+
 export function runNext(args: string[], env: NodeJS.ProcessEnv = process.env): Promise<void> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [NEXT_BIN, ...args], { stdio: "inherit", env });
@@ -35,13 +43,13 @@ export function runNext(args: string[], env: NodeJS.ProcessEnv = process.env): P
 }
 
 /**
- * Builds the app when there is no build or the sources changed since. Several
- * instances starting at once take turns through a lock folder (mkdir is atomic).
+ * Builds the app (Next's build, then the production server's bundle) when there is no build or the sources
+ * changed since. Several instances starting at once take turns through a lock folder (mkdir is atomic).
  */
 export async function ensureBuild(log: (message: string) => void): Promise<void> {
   mkdirSync(path.dirname(LOCK), { recursive: true });
   for (;;) {
-    if (buildIsFresh()) return;
+    if (buildIsFresh() && serverIsFresh()) return;
     try {
       mkdirSync(LOCK);
     } catch {
@@ -52,9 +60,14 @@ export async function ensureBuild(log: (message: string) => void): Promise<void>
       continue;
     }
     try {
-      if (buildIsFresh()) return;
-      log("building the app (next build)…");
-      await runNext(["build"], { ...process.env, NEXT_TELEMETRY_DISABLED: "1" });
+      if (!buildIsFresh()) {
+        log("building the app (next build)…");
+        await runNext(["build"], { ...process.env, NEXT_TELEMETRY_DISABLED: "1" });
+      }
+      if (!serverIsFresh()) {
+        log("building the production server (.next/serve)…");
+        await buildServer();
+      }
       return;
     } finally {
       rmSync(LOCK, { recursive: true, force: true });

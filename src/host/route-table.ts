@@ -3,6 +3,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
 import { nodeHeaders, type PlainHandler, type PlainRequest, type PlainResponse } from "~/shared/plain-http";
+import { BUNDLED_ROUTES } from "./bundled-routes";
 import { sendProblem } from "./http-guard";
 import { bodyLimitOf, DRAIN_BODY_BYTES, lingerBeforeClose } from "./limits";
 
@@ -74,13 +75,21 @@ export function parseRoute(route: string): Segment[] {
     });
 }
 
-/** Loads the route handlers under the direct prefixes. */
+/**
+ * Loads the route handlers under the direct prefixes: the files under `appDir`, or in the production server's
+ * bundle the same files as they were when it was built (./bundled-routes.ts).
+ */
 export async function loadRouteHandlers(appDir: string): Promise<RouteTable> {
   const entries: RouteEntry[] = [];
-  for (const { route, file } of findRouteFiles(appDir)) {
+  const found = BUNDLED_ROUTES
+    ? Object.entries(BUNDLED_ROUTES).map(([route, load]) => ({ route, load }))
+    : findRouteFiles(appDir).map(({ route, file }) => ({
+        route,
+        load: () => import(pathToFileURL(file).href),
+      }));
+  for (const { route, load } of found) {
     if (!DIRECT_PREFIXES.some((prefix) => `${route}/`.startsWith(prefix))) continue;
-    const module = (await import(pathToFileURL(file).href)) as RouteModule;
-    entries.push({ route, segments: parseRoute(route), module });
+    entries.push({ route, segments: parseRoute(route), module: (await load()) as RouteModule });
   }
   return new RouteTable(entries);
 }

@@ -19,9 +19,9 @@
  *   route file may not export any (same test);
  * - `npm run dev` serves the same files through Next alone (smoke test in the same file).
  *
- * Two copies of the server modules: this process imports the route files' TypeScript
- * through tsx, and Next's bundle (pages, the instrumentation hook) holds its own copy of
- * the same modules. That is why the app's and MockPay's contexts and the background jobs
+ * Two copies of the server modules: this process runs them from the server's bundle
+ * (scripts/lib/server-bundle.ts; under tsx, from the TypeScript), and Next's bundle (pages,
+ * the instrumentation hook) holds its own copy of the same modules. That is why the app's and MockPay's contexts and the background jobs
  * are kept on `globalThis` (one pool, one set of jobs per process), and why DomainError is
  * recognised by a Symbol brand rather than by its prototype. Background jobs start in one
  * place: the instrumentation hook (src/host/background-jobs.ts), which Next runs in this process too.
@@ -53,8 +53,9 @@ if (refused.length > 0) {
   process.exit(1);
 }
 const env = getEnv();
-// tsx turns source maps on; from here on (the route files, Next and its chunks) no module's map is kept
-// unless asked for: they were a fifth of an instance's memory (docs/configuration.md, SOURCE_MAPS).
+// From here on (Next and its chunks) no module's map is kept unless asked for: they were a fifth of an
+// instance's memory (docs/configuration.md, SOURCE_MAPS). The bundle's entry did the same for the bundle; tsx
+// turns them on.
 process.setSourceMapsEnabled(env.SOURCE_MAPS);
 const host = env.HOST;
 const log = getLogger();

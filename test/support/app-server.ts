@@ -11,6 +11,8 @@ export interface AppServer {
   baseUrl: string;
   /** The server process (its memory can be read in /proc). */
   pid: number;
+  /** What it printed so far. */
+  output(): string;
   stop(): Promise<void>;
 }
 
@@ -18,10 +20,16 @@ export interface AppServer {
 export async function startAppServer(options: {
   databaseUrl: string;
   env?: Record<string, string>;
+  /** Options for node itself (a probe to preload). */
+  nodeArgs?: string[];
+  /** scripts/serve.ts under tsx instead of its bundle. */
+  fromSource?: boolean;
 }): Promise<AppServer> {
   const server = await startAppProcess({
     port: await freePort(),
     capture: true,
+    nodeArgs: options.nodeArgs,
+    fromSource: options.fromSource,
     env: {
       DATABASE_URL: options.databaseUrl,
       DB_POOL_MAX: "10",
@@ -37,7 +45,12 @@ export async function startAppServer(options: {
       ...options.env,
     },
   });
-  return { baseUrl: server.baseUrl, pid: server.child.pid ?? 0, stop: () => server.stop(5_000) };
+  return {
+    baseUrl: server.baseUrl,
+    pid: server.child.pid ?? 0,
+    output: server.output,
+    stop: () => server.stop(5_000),
+  };
 }
 
 /** A minimal tRPC-over-HTTP client for one shopper (one cookie), as a browser or curl would be. */
