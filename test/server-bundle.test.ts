@@ -2,9 +2,11 @@ import { spawnSync } from "node:child_process";
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { pathToFileURL } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DIRECT_PREFIXES, findRouteFiles } from "~/host/route-table";
 import { SERVE_ARGS } from "../scripts/lib/app-process";
+import { sourceFrame } from "../scripts/lib/bench/profile";
 import { SERVER_BUNDLE, SERVER_ENTRY } from "../scripts/lib/server-bundle";
 import { type AppServer, startAppServer } from "./support/app-server";
 import { createTestDatabase, type TestDatabase } from "./support/database";
@@ -80,6 +82,17 @@ describe("the production server's bundle", () => {
     const bundle = readFileSync(SERVER_BUNDLE, "utf8");
     expect(bundle).toContain("function loadRouteHandlers(");
     expect(bundle).not.toContain("__name(");
+  });
+
+  it("is profiled as its TypeScript: the bench reads a frame of the bundle through its source map", () => {
+    const lines = readFileSync(SERVER_BUNDLE, "utf8").split("\n");
+    const lineNumber = lines.findIndex((line) => line.includes("function loadRouteHandlers("));
+    const columnNumber = lines[lineNumber]?.indexOf("function loadRouteHandlers(") ?? 0;
+    const url = pathToFileURL(SERVER_BUNDLE).href;
+    const frame = sourceFrame({ functionName: "loadRouteHandlers", url, lineNumber, columnNumber });
+    expect(frame.url).toBe(pathToFileURL(path.resolve("src/host/route-table.ts")).href);
+    const source = readFileSync("src/host/route-table.ts", "utf8").split("\n");
+    expect(source[frame.lineNumber]).toContain("function loadRouteHandlers(");
   });
 
   it("serves every direct route, as its sources do, in less memory than its sources under tsx", async () => {

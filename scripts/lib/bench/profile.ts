@@ -1,11 +1,20 @@
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { SourceMap } from "node:module";
 import path from "node:path";
+import { fileURLToPath } from "node:url";
 import { orderLoad, restToken, run, sessionCookie, startApp, type Transport } from "./load";
 import { log } from "./settings";
 
+interface CallFrame {
+  functionName: string;
+  url: string;
+  /** Zero-based, as V8 gives them. */
+  lineNumber: number;
+  columnNumber?: number;
+}
 interface ProfileNode {
   id: number;
-  callFrame: { functionName: string; url: string; lineNumber: number };
+  callFrame: CallFrame;
   children?: number[];
 }
 interface CpuProfile {
@@ -58,7 +67,7 @@ export async function profilePath(
 }
 
 interface HeapNode {
-  callFrame: { functionName: string; url: string; lineNumber: number };
+  callFrame: CallFrame;
   selfSize: number;
   children: HeapNode[];
 }
@@ -76,7 +85,7 @@ export function summariseAllocations(profile: HeapProfile): string[] {
   const places = new Map<string, number>();
   let total = 0;
   const visit = (node: HeapNode) => {
-    const frame = node.callFrame;
+    const frame = sourceFrame(node.callFrame);
     if (node.selfSize > 0) {
       total += node.selfSize;
       const name = `${frame.functionName || "(anonymous)"} ${shortUrl(frame.url)}:${frame.lineNumber + 1}`;
@@ -107,8 +116,9 @@ export function summarise(profile: CpuProfile, dir: string): string[] {
   const functions = new Map<string, number>();
   let busy = 0;
   for (const [id, micros] of self) {
-    const frame = byId.get(id)?.callFrame;
-    if (!frame || frame.functionName === "(idle)") continue;
+    const compiled = byId.get(id)?.callFrame;
+    if (!compiled || compiled.functionName === "(idle)") continue;
+    const frame = sourceFrame(compiled);
     busy += micros;
     const place = placeOf(frame.url, frame.functionName);
     places.set(place, (places.get(place) ?? 0) + micros);
@@ -131,6 +141,26 @@ function topShares(m: Map<string, number>, n: number, total: number): string[] {
     .sort((a, b) => b[1] - a[1])
     .slice(0, n)
     .map(([name, amount]) => `  ${((amount / Math.max(1, total)) * 100).toFixed(1).padStart(5)} %  ${name}`);
+}
+
+const sourceMaps = new Map<string, SourceMap | undefined>();
+
+/**
+ * A frame of the production server's bundle (.next/serve/server.mjs, scripts/lib/server-bundle.ts) as the
+ * TypeScript it was compiled from, read through the bundle's source map; any other frame as it is.
+ */
+export function sourceFrame(frame: CallFrame): CallFrame {
+  if (!frame.url.startsWith("file:") || !frame.url.includes("/.next/serve/")) return frame;
+  if (!sourceMaps.has(frame.url)) {
+    const file = `${fileURLToPath(frame.url)}.map`;
+    sourceMaps.set(
+      frame.url,
+      existsSync(file) ? new SourceMap(JSON.parse(readFileSync(file, "utf8"))) : undefined,
+    );
+  }
+  const entry = sourceMaps.get(frame.url)?.findEntry(frame.lineNumber, frame.columnNumber ?? 0);
+  if (!entry || !("originalSource" in entry) || !entry.originalSource) return frame;
+  return { ...frame, url: new URL(entry.originalSource, frame.url).href, lineNumber: entry.originalLine };
 }
 
 function placeOf(url: string, functionName: string): string {
