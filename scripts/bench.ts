@@ -17,7 +17,8 @@
  *   --frameworks=A,B  which adapters' frameworks, in this order (default express,fastify,hono)
  *   --instructions    instructions per request of each path, counted under valgrind's callgrind (not timed:
  *                     comparable across commits on a noisy machine), and nothing else; takes minutes;
- *                     --servers=floor,peer,app says whose, --counted=1600 how many requests a path's long window has
+ *                     --servers=floor,peer,app says whose (express, fastify, hono: the adapter and the peer in
+ *                     that framework), --counted=1600 how many requests a path's long window has
  *   --app=DIR         measure the built app of another checkout (DIR) with this bench: two commits compared by
  *                     one harness (build DIR first)
  *   --only=A,B        only these scenarios (by function name: orderPaths, callbackStorm, …); while working

@@ -52,11 +52,18 @@ export function startPeer(
 }
 
 /** Starts ours in `framework` by the package's adapter (./adapter-server.ts) on its own database. */
-export function startAdapter(databaseUrl: string, framework: string): Promise<BenchServer> {
-  return startServer(`${framework} adapter`, ADAPTER_SERVER, ADAPTER_USER_ID, {
-    DATABASE_URL: databaseUrl,
-    FRAMEWORK: framework,
-  });
+export function startAdapter(
+  databaseUrl: string,
+  framework: string,
+  wrapper?: string[],
+): Promise<BenchServer> {
+  return startServer(
+    `${framework} adapter`,
+    ADAPTER_SERVER,
+    ADAPTER_USER_ID,
+    { DATABASE_URL: databaseUrl, FRAMEWORK: framework },
+    wrapper,
+  );
 }
 
 async function startServer(

@@ -23,13 +23,17 @@ export async function sideDatabase(benchUrl: string, suffix: string) {
   await db.$client`UPDATE sku SET stock = 100000000, initial_stock = 100000000`;
   const sql = db.$client;
   const count = async (query: string) => Number((await sql.unsafe(query))[0]?.n ?? 0);
+  let dropped = false;
   return {
     url,
     db,
     sql,
     count,
     settled: settledCount(count),
+    /** Drops it (once: a scenario that drops its own at its end leaves the bench's cleanup nothing to do). */
     drop: async () => {
+      if (dropped) return;
+      dropped = true;
       await sql.end({ timeout: 2 });
       await admin.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
       await admin.end();

@@ -13,7 +13,10 @@ export const tiny = args.has("tiny");
 export const outside = args.has("outside");
 /** The package's adapters beside the peer in the same framework (./scenarios/adapter-paths.ts), and nothing else. */
 export const adapters = args.has("adapters");
-/** Whose instructions --instructions counts (floor, peer, app). */
+/**
+ * Whose instructions --instructions counts: floor, peer, app, and a framework's name (express, fastify, hono)
+ * for ours by the package's adapter and the peer in that framework.
+ */
 export const COUNTED_SERVERS = (args.get("servers") ?? "floor,peer,app").split(",");
 /** Requests counted per path by --instructions. */
 export const COUNTED = Number(args.get("counted") ?? 1600);

@@ -3,7 +3,7 @@ import { mkdirSync, rmSync } from "node:fs";
 import path from "node:path";
 import type { Bench } from "../bench";
 import { type Counts, callgrindWrapper, countWhile } from "../callgrind";
-import { redisAnswers, startFloor, startPeer } from "../floor";
+import { FRAMEWORKS, redisAnswers, startAdapter, startFloor, startPeer } from "../floor";
 import { orderLoad, restToken, run, sessionCookie, startApp, type Transport } from "../load";
 import { sideDatabase } from "../peer-database";
 import { COUNTED, COUNTED_SERVERS, log, tiny } from "../settings";
@@ -88,6 +88,33 @@ export async function instructionCounts(bench: Pick<Bench, "url" | "cleanups">):
     log(`  peer skipped: no Redis answers at ${redisUrl}`);
   }
 
+  for (const framework of FRAMEWORKS.filter((f) => COUNTED_SERVERS.includes(f))) {
+    if (!(await redisAnswers(redisUrl))) {
+      log(`  ${framework} skipped: no Redis answers at ${redisUrl} (the peer keeps its records there)`);
+      continue;
+    }
+    for (const who of ["ours", "peer"] as const) {
+      const db = await sideDatabase(bench.url, `callgrind_${who}_${framework}`);
+      bench.cleanups.unshift(db.drop);
+      const name = `${framework}, ${who === "ours" ? "adapter" : "peer"}`;
+      const dumps = `${framework}-${who === "ours" ? "adapter" : "peer"}`;
+      const server =
+        who === "ours"
+          ? await startAdapter(db.url, framework, wrapper(dumps))
+          : await startPeer(db.url, redisUrl, framework, wrapper(dumps));
+      bench.cleanups.unshift(() => server.stop());
+      const keys = freshKeys();
+      const transport: Transport = { kind: "peer" };
+      for (const entry of await countServer(server.child.pid, dir, dumps, [
+        { name: `first execution, ${name}`, baseUrl: server.baseUrl, transport, keys },
+        { name: `replay, ${name}`, baseUrl: server.baseUrl, transport, keys, replay: true },
+      ]))
+        tell(entry);
+      await server.stop();
+    }
+  }
+
+  if (!COUNTED_SERVERS.includes("app")) return counted;
   const app = await startApp(bench.url, {}, [], { wrapper: wrapper("app"), readyTimeoutMs: READY_MS });
   bench.cleanups.unshift(() => app.stop());
   const rest: Transport = { kind: "rest", token: (await restToken(app.baseUrl)).token };
