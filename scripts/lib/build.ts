@@ -7,7 +7,15 @@ import { buildServer, SERVER_BUNDLE, SERVER_SOURCES } from "./server-bundle";
 export const NEXT_BIN = createRequire(import.meta.url).resolve("next/dist/bin/next");
 const BUILD_ID = ".next/BUILD_ID";
 const LOCK = ".data/build.lock";
-const SOURCES = ["src", "next.config.ts", "package.json", "package-lock.json", "tsconfig.json"];
+/** What Next's build is made from (the core's package too: its pages and jobs compile it in by its path alias). */
+const SOURCES = [
+  "src",
+  "packages/idempotency/src",
+  "next.config.ts",
+  "package.json",
+  "package-lock.json",
+  "tsconfig.json",
+];
 
 function newestMtime(entry: string): number {
   if (!existsSync(entry)) return 0;

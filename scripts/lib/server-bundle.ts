@@ -18,7 +18,7 @@
  * The bundle lives in `.next`, so a new `next build` removes an old one. `ensureBuild` (./build.ts) builds it
  * again whenever a source it is built from is newer than it.
  */
-import { mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, renameSync, utimesSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { build, type Plugin } from "esbuild";
@@ -33,6 +33,7 @@ export const SERVER_BUNDLE = path.join(SERVER_DIR, "server.mjs");
 export const SERVER_SOURCES = [
   "src",
   "packages/idempotency/src",
+  "packages/idempotency/package.json",
   "scripts/serve.ts",
   "scripts/run-server.mjs",
   "scripts/lib/profile-on-signal.ts",
@@ -74,8 +75,12 @@ function projectSources(): Plugin {
   };
 }
 
-/** Builds the bundle and its map; a server starting meanwhile reads the old files or the new, never half. */
+/**
+ * Builds the bundle and its map; a server starting meanwhile reads the old bundle or the new, never half of one.
+ * The files are dated from the build's start, so a source saved while it ran counts as newer.
+ */
 export async function buildServer(): Promise<void> {
+  const started = new Date();
   const result = await build({
     absWorkingDir: ROOT,
     entryPoints: [path.join(ROOT, "scripts", "serve.ts")],
@@ -96,11 +101,7 @@ export async function buildServer(): Promise<void> {
   for (const file of result.outputFiles) {
     const temporary = `${file.path}.${process.pid}.tmp`;
     writeFileSync(temporary, file.contents);
+    utimesSync(temporary, started, started);
     renameSync(temporary, file.path);
   }
-}
-
-/** Removes the bundle (a test that needs the server built from nothing). */
-export function removeServer(): void {
-  rmSync(SERVER_DIR, { recursive: true, force: true });
 }
