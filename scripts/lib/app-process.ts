@@ -25,7 +25,7 @@ const HEAP_ARGS = [
 
 /**
  * Node arguments that run the production server: scripts/serve.ts as `npm run build` compiled it
- * (./server-bundle.ts, run by scripts/run-server.mjs), with no TypeScript compiler in the process.
+ * (./server-bundle.ts, run by scripts/run-server.mjs), with no TypeScript loader in the process.
  */
 export const SERVE_ARGS = [...HEAP_ARGS, SERVER_ENTRY];
 

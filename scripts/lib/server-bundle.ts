@@ -2,7 +2,7 @@
  * The production server compiled ahead of time. `npm run build` bundles scripts/serve.ts (src/host/server.ts and
  * everything it imports of the project: src, packages/idempotency, the route files) with esbuild into one ES module,
  * `.next/serve/server.mjs`, which scripts/run-server.mjs runs (`npm run serve`). Packages stay imports of
- * node_modules. The server then starts with no TypeScript compiler in its process: no loader thread (about 30 MB),
+ * node_modules. The server then starts with no TypeScript loader in its process: no loader thread (about 30 MB),
  * nothing compiled at start, and no keepNames wrapper around every named closure (./keep-names-off.mjs says what
  * that cost).
  *
@@ -22,7 +22,7 @@ import { mkdirSync, readFileSync, renameSync, utimesSync, writeFileSync } from "
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { build, type Plugin } from "esbuild";
-import { DIRECT_PREFIXES, findRouteFiles } from "~/host/route-table";
+import { directRouteFiles } from "~/host/route-table";
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 export const SERVER_DIR = path.join(ROOT, ".next", "serve");
@@ -44,10 +44,7 @@ export const SERVER_SOURCES = [
 
 /** src/host/bundled-routes.ts, as the bundle holds it: every direct route file, imported when it is loaded. */
 function bundledRoutesText(appDir: string): string {
-  const routes = findRouteFiles(appDir).filter(({ route }) =>
-    DIRECT_PREFIXES.some((prefix) => `${route}/`.startsWith(prefix)),
-  );
-  const lines = routes.map(
+  const lines = directRouteFiles(appDir).map(
     ({ route, file }) => `  ${JSON.stringify(route)}: () => import(${JSON.stringify(file)}),`,
   );
   return `export const BUNDLED_ROUTES = {\n${lines.join("\n")}\n};\n`;

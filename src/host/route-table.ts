@@ -63,6 +63,13 @@ export function findRouteFiles(appDir: string): { route: string; file: string }[
   return found.sort((a, b) => a.route.localeCompare(b.route));
 }
 
+/** The route files under `appDir` that this server calls directly (those under DIRECT_PREFIXES). */
+export function directRouteFiles(appDir: string): { route: string; file: string }[] {
+  return findRouteFiles(appDir).filter(({ route }) =>
+    DIRECT_PREFIXES.some((prefix) => `${route}/`.startsWith(prefix)),
+  );
+}
+
 export function parseRoute(route: string): Segment[] {
   return route
     .split("/")
@@ -80,15 +87,14 @@ export function parseRoute(route: string): Segment[] {
  * bundle the same files as they were when it was built (./bundled-routes.ts).
  */
 export async function loadRouteHandlers(appDir: string): Promise<RouteTable> {
-  const entries: RouteEntry[] = [];
   const found = BUNDLED_ROUTES
     ? Object.entries(BUNDLED_ROUTES).map(([route, load]) => ({ route, load }))
-    : findRouteFiles(appDir).map(({ route, file }) => ({
+    : directRouteFiles(appDir).map(({ route, file }) => ({
         route,
         load: () => import(pathToFileURL(file).href),
       }));
+  const entries: RouteEntry[] = [];
   for (const { route, load } of found) {
-    if (!DIRECT_PREFIXES.some((prefix) => `${route}/`.startsWith(prefix))) continue;
     entries.push({ route, segments: parseRoute(route), module: (await load()) as RouteModule });
   }
   return new RouteTable(entries);

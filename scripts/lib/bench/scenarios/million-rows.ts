@@ -118,8 +118,7 @@ export async function millionRows(bench: Bench) {
     full.app.child,
   );
   // Its instances and databases go now, not at the bench's end: autovacuum working through half a million deleted
-  // records, and the instances' periodic tasks, would run beside the scenarios after it (scenario 14's incremental
-  // run took 3.9 s in a default run with them left, 0.54 s after them gone).
+  // records, and the instances' periodic tasks, would otherwise run beside the scenarios after it and slow them.
   for (const side of sides) await side.app.stop();
   await filled.drop();
   await empty.drop();
