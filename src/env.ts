@@ -73,7 +73,7 @@ export const SETTINGS = z.object({
   IDEMPOTENCY_CLEANUP_INTERVAL_MS: z.coerce.number().int().nonnegative().default(60_000),
   /** Outcomes each instance keeps in memory to answer replays without the database (0: none). */
   IDEMPOTENCY_CACHE_ENTRIES: z.coerce.number().int().nonnegative().default(20_000),
-  IDEMPOTENCY_BATCH_SIZE: z.coerce.number().int().min(1).max(100).default(8),
+  IDEMPOTENCY_BATCH_SIZE: z.coerce.number().int().min(1).max(64).default(8),
   IDEMPOTENCY_BATCH_RUNNERS: z.coerce.number().int().min(1).max(100).default(2),
   /** Where the mock provider sends notifications; defaults to this instance (http://127.0.0.1:PORT). */
   APP_BASE_URL: z.url().optional(),

@@ -11,11 +11,15 @@ import type { Answered, BatchConfig, Call, ExecuteResult, RecordStore } from "./
  * calls are in flight beside it (claim.ts chooses); each of at most `runners` runners takes up to `maxSize` of the
  * calls waiting at a time onto one connection:
  *
- *   BEGIN, and a lock_timeout of BATCH_CLAIM_WAIT_MS for the whole transaction
+ *   BEGIN, and a lock_timeout of BATCH_CLAIM_WAIT_MS for the whole transaction (one message)
  *   for each call, in key order, one round trip:
  *     SAVEPOINT, the claim, the business statements
- *     then, sent with the next call's: the outcome (UPDATE) and RELEASE, or ROLLBACK TO the savepoint
+ *     then, sent with the next call's: the outcome (UPDATE), or ROLLBACK TO the savepoint and RELEASE
  *   COMMIT
+ *
+ * A kept call's savepoint is not released: the next call's sits inside it (at most `maxSize` deep), ROLLBACK
+ * TO names the newest of that name, the call's own, and COMMIT ends them all with the transaction. Each kept
+ * call holds one of the backend's 64 cached subtransaction ids until COMMIT, as a released one would.
  *
  * Nothing of a call is seen by anyone before COMMIT, as with a call alone. A call that cannot be settled
  * inside the batch leaves it at once, rolled back to its savepoint, and is settled alone (claim-in-transaction.ts):
@@ -36,7 +40,10 @@ import type { Answered, BatchConfig, Call, ExecuteResult, RecordStore } from "./
 
 /** How long a claim on a runner waits for another holder of its key before leaving (to wait elsewhere). */
 export const BATCH_CLAIM_WAIT_MS = 5;
-const BATCH_LOCK_TIMEOUT = `${BATCH_CLAIM_WAIT_MS}ms`;
+/** The batch's first message (the simple protocol: two statements, no parameters). */
+const BATCH_BEGIN = `BEGIN; SET LOCAL lock_timeout = '${BATCH_CLAIM_WAIT_MS}ms'`;
+/** A call that is not kept: nothing of it stays, nor its savepoint (one message). */
+const ROLLBACK_TO_SAVEPOINT = "ROLLBACK TO SAVEPOINT batched; RELEASE SAVEPOINT batched";
 
 /** A call in the next batch; what the batch could not settle is settled alone. */
 export async function claimInBatch<T, Tx>(call: Call<T, Tx>, config: BatchConfig): Promise<Answered<T>> {
@@ -141,6 +148,8 @@ interface Kept {
   index: number;
   row: { record_id: string | number; expires_at: string | Date };
   executed: ExecuteResult<unknown>;
+  /** The answer as stored. */
+  text: string;
   askedAt: number;
 }
 
@@ -154,10 +163,7 @@ async function runBatch(store: RecordStore<unknown>, taken: Waiting[]): Promise<
   }
   const { sql } = conn;
   // Statements awaited only at the end: any failure among them fails the whole batch.
-  const after: Settled<unknown>[] = [
-    settled(sql`BEGIN`.execute()),
-    settled(sql`SELECT set_config('lock_timeout', ${BATCH_LOCK_TIMEOUT}, true)`.execute()),
-  ];
+  const after: Settled<unknown>[] = [settled(sql.unsafe(BATCH_BEGIN).execute())];
   const kept: Kept[] = [];
   let ended = false;
   try {
@@ -166,7 +172,11 @@ async function runBatch(store: RecordStore<unknown>, taken: Waiting[]): Promise<
       const askedAt = performance.now();
       const [savepoint, claimed, executed] = await Promise.all([
         settled(sql`SAVEPOINT batched`.execute()),
-        settled(claimInTransactionStatement(store, sql, op, requestFingerprint, config).execute()),
+        settled(
+          claimInTransactionStatement(store, sql, op, requestFingerprint, config, {
+            lockTimeoutBack: false,
+          }).execute(),
+        ),
         settled(op.execute(conn.tx)),
       ]);
       // The transaction itself is broken (an earlier statement failed, or the connection is gone): say which.
@@ -177,14 +187,12 @@ async function runBatch(store: RecordStore<unknown>, taken: Waiting[]): Promise<
         const bizId = executed.value.bizId ?? null;
         after.push(
           settled(storeInTransactionStatement(store, sql, op.scope, row.record_id, body, bizId).execute()),
-          settled(sql`RELEASE SAVEPOINT batched`.execute()),
         );
-        kept.push({ index, row, executed: executed.value, askedAt });
+        kept.push({ index, row, executed: executed.value, text: body, askedAt });
       } else {
-        after.push(
-          settled(sql`ROLLBACK TO SAVEPOINT batched`.execute()),
-          settled(sql`RELEASE SAVEPOINT batched`.execute()),
-        );
+        // Released too (one message): the savepoint ROLLBACK TO keeps would otherwise be given a transaction id
+        // when the next call's claim writes inside it, and hold a slot of the backend's 64 subtransaction ids.
+        after.push(settled(sql.unsafe(ROLLBACK_TO_SAVEPOINT).execute()));
         // A claim that failed: the key is taken or held; alone, it waits and replays. A claim that
         // held but whose business statements failed: the call's own failure, settled as a call alone settles it
         // (unless they only waited too long for a lock: then nothing happened, and alone they may wait).
@@ -209,13 +217,13 @@ async function runBatch(store: RecordStore<unknown>, taken: Waiting[]): Promise<
     return answers;
   }
   await conn.close({ ended: true });
-  for (const { index, row, executed, askedAt } of kept) {
+  for (const { index, row, executed, text, askedAt } of kept) {
     const call = taken[index]?.call;
     if (!call) continue;
     const held = { expiresAt: new Date(row.expires_at), remainingMs: call.config.ttlMs, askedAt };
     answers[index] = {
       kind: "done",
-      answered: firstAnswer(call.op, executed.result, executed.bizId ?? null, held),
+      answered: firstAnswer(call.op, executed.result, executed.bizId ?? null, held, text),
     };
   }
   return answers;

@@ -18,8 +18,8 @@ import type { Answered, Call } from "./types";
  * The claim as a row of the business transaction, for an operation whose effects are all in this database,
  * in one transaction and as few round trips as the rules allow:
  *
- *   1  BEGIN, lock_timeout for the claim, the claim (a plain INSERT), lock_timeout back, and the
- *      business transaction's first statement, all sent together
+ *   1  BEGIN with lock_timeout for the claim (one message), the claim (a plain INSERT, which puts
+ *      lock_timeout back as it returns), and the business transaction's first statement, all sent together
  *   …  the rest of the business statements
  *   n  the outcome (an UPDATE of the row the claim inserted) and COMMIT, sent together
  *
@@ -55,14 +55,19 @@ export async function attempt<T, Tx>(call: Call<T, Tx>, claimWaitMs: number): Pr
   const askedAt = performance.now();
   let ended = false;
   try {
-    const [began, clock, claimed, untimed, executed] = await Promise.allSettled([
-      conn.sql`BEGIN`.execute(),
-      // Also the database's clock just before the claim: a holder that finished after it made this one wait.
-      conn.sql<{ started: number }[]>`
-        SELECT set_config('lock_timeout', ${`${claimWaitMs}ms`}, true),
-               extract(epoch FROM clock_timestamp())::float8 AS started`.execute(),
-      claimInTransactionStatement(store, conn.sql, op, requestFingerprint, config).execute(),
-      conn.sql`SET LOCAL lock_timeout TO DEFAULT`.execute(),
+    const [began, claimed, executed] = await Promise.allSettled([
+      // BEGIN and the claim's lock_timeout in one message (the simple protocol: no parameters, so the wait is
+      // written as a whole number), with the database's clock just before the claim: a holder that finished
+      // after it made this one wait.
+      conn.sql
+        .unsafe(
+          `BEGIN; SELECT set_config('lock_timeout', '${Math.ceil(claimWaitMs)}ms', true), extract(epoch FROM clock_timestamp())::float8 AS started`,
+        )
+        .execute() as Promise<unknown> as Promise<[unknown, { started: number }[]]>,
+      // The claim puts the lock_timeout back as it returns: the business statements behind it are not bound by it.
+      claimInTransactionStatement(store, conn.sql, op, requestFingerprint, config, {
+        lockTimeoutBack: true,
+      }).execute(),
       op.execute(conn.tx),
     ]);
     if (began.status === "rejected") return { kind: "failed", error: began.reason };
@@ -76,33 +81,26 @@ export async function attempt<T, Tx>(call: Call<T, Tx>, claimWaitMs: number): Pr
         recordStatement(store, conn.sql, op),
       ]);
       ended = true;
-      const started = clock.status === "fulfilled" ? clock.value[0]?.started : undefined;
+      const started = began.value[1][0]?.started;
       if (existing && started !== undefined && existing.finished > started) {
         call.trace.waited = true;
         call.trace.by = "claim";
       }
       return { kind: "taken", existing: existing ? { ...existing, askedAt } : undefined };
     }
-    if (untimed.status === "rejected") return { kind: "failed", error: untimed.reason };
     if (executed.status === "rejected") return { kind: "failed", error: executed.reason };
     const [row] = claimed.value;
     const { result, bizId = null } = executed.value;
+    const text = JSON.stringify(result ?? null);
     await pipelined([
-      storeInTransactionStatement(
-        store,
-        conn.sql,
-        op.scope,
-        row?.record_id ?? 0,
-        JSON.stringify(result ?? null),
-        bizId,
-      ).execute(),
+      storeInTransactionStatement(store, conn.sql, op.scope, row?.record_id ?? 0, text, bizId).execute(),
       conn.sql`COMMIT`.execute(),
     ]);
     ended = true;
     const expiresAt = new Date(row?.expires_at ?? 0);
     return {
       kind: "done",
-      answered: firstAnswer(op, result, bizId, { expiresAt, remainingMs: config.ttlMs, askedAt }),
+      answered: firstAnswer(op, result, bizId, { expiresAt, remainingMs: config.ttlMs, askedAt }, text),
     };
   } catch (error) {
     return { kind: "failed", error };

@@ -122,7 +122,7 @@ async function keeping<T, Tx>(
 }
 
 function keep(cache: ReplayCache, key: string, requestFingerprint: string, outcome: StoredOutcome): void {
-  const text = JSON.stringify(outcome.responseBody);
+  const text = outcome.responseText ?? JSON.stringify(outcome.responseBody);
   cache.put(
     key,
     {

@@ -17,14 +17,21 @@ import { versionOf } from "./types";
  * (./look-up.ts), in one place.
  */
 
-/** A first execution, committed with its outcome: the answer and the outcome. */
-export function firstAnswer<T>(op: KeyRef, result: T, bizId: string | null, held: Held): Answered<T> {
+/** A first execution, committed with its outcome: the answer and the outcome (`text`: the answer as stored). */
+export function firstAnswer<T>(
+  op: KeyRef,
+  result: T,
+  bizId: string | null,
+  held: Held,
+  text?: string,
+): Answered<T> {
   const { expiresAt, remainingMs, askedAt } = held;
   return {
     result: { result, bizId, replayed: false, keyExpiresAt: expiresAt },
     outcome: {
       status: "SUCCESS",
       responseBody: result ?? null,
+      responseText: text,
       answerVersion: versionOf(op),
       bizId,
       expiresAt,

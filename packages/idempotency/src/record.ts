@@ -82,6 +82,13 @@ export function claimStatement(
  * which aborts the transaction, so the business statements sent behind it do nothing; a key another
  * transaction is inserting at the same moment makes this one wait for that transaction's end (bounded by
  * lock_timeout), then either fail (it committed) or succeed (it rolled back).
+ *
+ * `lockTimeoutBack`: the claim's RETURNING puts the transaction's lock_timeout back to its default (the
+ * server's, database's or role's setting, or the connection's start-up option: `set_config` with a NULL value is
+ * `SET LOCAL … TO DEFAULT`). RETURNING is computed once the row and its index entries are in, after any wait for
+ * the key: the claim is bounded, the business statements behind it are not. That holds because every wait of
+ * the claim is in its index entries: the key's unique index is not deferrable, and the table has no trigger and
+ * no foreign key that would check at the statement's end (./schema.ts makes it so).
  */
 export function claimInTransactionStatement(
   store: RecordStore<unknown>,
@@ -89,15 +96,26 @@ export function claimInTransactionStatement(
   ref: KeyRef,
   requestFingerprint: string,
   config: IdempotencyConfig,
+  { lockTimeoutBack }: { lockTimeoutBack: boolean },
 ) {
   // No lease (locked_until NULL): the transaction holds the key, and nobody sees the claim before its outcome.
-  return sql<{ record_id: string | number; expires_at: string | Date }[]>`
-    INSERT INTO ${named(store).table}
-           (user_id, biz_type, idempotency_key, fingerprint, status, answer_version, expires_at)
-    VALUES (${ref.scope}, ${ref.bizType}, ${ref.key}, ${requestFingerprint}, ${RECORD.claim.to}, ${versionOf(ref)},
-            now() + ${config.ttlMs} * interval '1 millisecond')
+  const { table } = named(store);
+  const expiresIn = config.ttlMs;
+  const version = versionOf(ref);
+  return lockTimeoutBack
+    ? sql<ClaimedRow[]>`
+    INSERT INTO ${table} (user_id, biz_type, idempotency_key, fingerprint, status, answer_version, expires_at)
+    VALUES (${ref.scope}, ${ref.bizType}, ${ref.key}, ${requestFingerprint}, ${RECORD.claim.to}, ${version},
+            now() + ${expiresIn} * interval '1 millisecond')
+    RETURNING id AS record_id, expires_at, set_config('lock_timeout', NULL, true) AS lock_timeout`
+    : sql<ClaimedRow[]>`
+    INSERT INTO ${table} (user_id, biz_type, idempotency_key, fingerprint, status, answer_version, expires_at)
+    VALUES (${ref.scope}, ${ref.bizType}, ${ref.key}, ${requestFingerprint}, ${RECORD.claim.to}, ${version},
+            now() + ${expiresIn} * interval '1 millisecond')
     RETURNING id AS record_id, expires_at`;
 }
+
+type ClaimedRow = { record_id: string | number; expires_at: string | Date };
 
 /**
  * The one-transaction holder's outcome: an UPDATE of the row its own claim inserted, sent with COMMIT. It

@@ -3,7 +3,7 @@ import { RECORD, RECORD_STATUSES } from "./machine";
 /**
  * The record table and its fenced store function, for an app that mounts the core on a database of its own
  * (examples/plain-node). This app's table is made by its migrations (drizzle/, `idempotency_record` and
- * `idempotency_store_outcome`); test/idempotency-schema.test.ts checks that the two agree column by column.
+ * `idempotency_store_outcome`); test/idempotency-core.test.ts checks that the two agree column by column.
  *
  * The key is (user_id, biz_type, idempotency_key): a scope (the caller), the operation, the client's key.
  * `response_body` is `json`, not `jsonb`, so a replay answers the first answer's bytes.

@@ -177,6 +177,8 @@ export interface StoredRefusal {
 export interface StoredOutcome extends Held {
   status: "SUCCESS" | "FAILED";
   responseBody: unknown;
+  /** `responseBody` as the JSON text stored, where the path that stored it has it at hand. */
+  responseText?: string;
   /** The shape it was stored in (KeyRef.answerVersion of the code that stored it). */
   answerVersion: number;
   bizId: string | null;
