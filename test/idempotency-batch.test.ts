@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { ReplayCache } from "@exactly-once/idempotency";
 import { sql as dsql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DomainError } from "~/server/errors";
@@ -112,6 +113,31 @@ describe("first executions in batches", () => {
     expect(after.calls - before.calls).toBeGreaterThan(after.batches - before.batches);
   });
 
+  it("replays copies of keys answered before, sent at once among new keys (no replay cache): the first answers, no effect twice", async () => {
+    const config = batched(2);
+    const answered: string[] = Array.from({ length: 30 }, () => randomUUID());
+    const firsts = await Promise.all(answered.map((key) => runIdempotent(t.db, operation(key), config)));
+    const fresh = Array.from({ length: 30 }, () => randomUUID());
+    const before = batchStatsOf(t.db);
+    // Interleaved, three copies of each answered key among the new ones, all at once.
+    const calls = fresh.flatMap((key, i) => [
+      { key, replay: false, run: runIdempotent(t.db, operation(key), config) },
+      ...[0, 1, 2].map(() => {
+        const old = answered[i] ?? "";
+        return { key: old, replay: true, run: runIdempotent(t.db, operation(old), config) };
+      }),
+    ]);
+    const results = await Promise.all(calls.map((c) => c.run));
+    calls.forEach(({ key, replay }, i) => {
+      expect(results[i]?.replayed).toBe(replay);
+      if (replay) expect(results[i]?.result).toEqual(firsts[answered.indexOf(key)]?.result);
+    });
+    for (const key of [...answered, ...fresh]) expect(await countEffects(t, key)).toBe(1);
+    const rows = await records([...answered, ...fresh]);
+    expect(rows).toHaveLength(60);
+    expect(batchStatsOf(t.db).batches).toBeGreaterThan(before.batches);
+  });
+
   it("stores a declared refusal for its key alone: its writes roll back to its savepoint, the others commit", async () => {
     const config = batched(1);
     // Holds the one runner, so the calls below queue and go together as one batch.
@@ -140,6 +166,39 @@ describe("first executions in batches", () => {
     const rows = new Map((await records(keys)).map((row) => [row.key, row.status]));
     for (const key of keys) expect(rows.get(key)).toBe(refused.has(key) ? "FAILED" : "SUCCESS");
     expect(batchStatsOf(t.db).largest).toBeGreaterThanOrEqual(6);
+  });
+
+  it("serves a kept call's outcome from the replay cache no later than its key expires, however long the batch ran before it", async () => {
+    // Every key of a batch expires ttl after its BEGIN. Here the batch's first call takes longer than ttl, so the
+    // second call's key has expired by the time the batch commits: the cache must not serve it as if it expired
+    // ttl after that call's own claim.
+    const config: IdempotencyConfig = { ...batched(1), ttlMs: 3_000, cache: new ReplayCache() };
+    const holding = holdRunner(config, 300);
+    const slow = `a-${randomUUID()}`;
+    const late = `b-${randomUUID()}`;
+    const [, kept] = await Promise.all([
+      runIdempotent(
+        t.db,
+        operation(slow, {
+          execute: async (tx) => {
+            await sleep(4_000);
+            return writeEffect(tx, slow);
+          },
+        }),
+        config,
+      ),
+      runIdempotent(t.db, operation(late), config),
+    ]);
+    await holding;
+    expect(kept.replayed).toBe(false);
+    // Another payload under the expired key: not a reuse of a live key, but the key taken over and run.
+    const again = await runIdempotent(
+      t.db,
+      operation(late, { request: { label: late, again: true } }),
+      config,
+    );
+    expect(again.replayed).toBe(false);
+    expect(await countEffects(t, late)).toBe(2);
   });
 
   it("lets a claim whose key another transaction holds leave the batch: the rest do not wait for it", async () => {

@@ -150,7 +150,6 @@ interface Kept {
   executed: ExecuteResult<unknown>;
   /** The answer as stored. */
   text: string;
-  askedAt: number;
 }
 
 async function runBatch(store: RecordStore<unknown>, taken: Waiting[]): Promise<BatchAnswer<unknown>[]> {
@@ -162,6 +161,9 @@ async function runBatch(store: RecordStore<unknown>, taken: Waiting[]): Promise<
     return taken.map(() => ({ kind: "failed", error }));
   }
   const { sql } = conn;
+  // The replay cache's clock for every kept call: each key expires ttl after now(), which is the BEGIN's
+  // moment for the whole transaction, so the clock is read before BEGIN is sent, not before the call's claim.
+  const askedAt = performance.now();
   // Statements awaited only at the end: any failure among them fails the whole batch.
   const after: Settled<unknown>[] = [settled(sql.unsafe(BATCH_BEGIN).execute())];
   const kept: Kept[] = [];
@@ -169,7 +171,6 @@ async function runBatch(store: RecordStore<unknown>, taken: Waiting[]): Promise<
   try {
     for (const [index, { call }] of taken.entries()) {
       const { op, config, requestFingerprint } = call;
-      const askedAt = performance.now();
       const [savepoint, claimed, executed] = await Promise.all([
         settled(sql`SAVEPOINT batched`.execute()),
         settled(
@@ -188,7 +189,7 @@ async function runBatch(store: RecordStore<unknown>, taken: Waiting[]): Promise<
         after.push(
           settled(storeInTransactionStatement(store, sql, op.scope, row.record_id, body, bizId).execute()),
         );
-        kept.push({ index, row, executed: executed.value, text: body, askedAt });
+        kept.push({ index, row, executed: executed.value, text: body });
       } else {
         // Released too (one message): the savepoint ROLLBACK TO keeps would otherwise be given a transaction id
         // when the next call's claim writes inside it, and hold a slot of the backend's 64 subtransaction ids.
@@ -217,7 +218,7 @@ async function runBatch(store: RecordStore<unknown>, taken: Waiting[]): Promise<
     return answers;
   }
   await conn.close({ ended: true });
-  for (const { index, row, executed, text, askedAt } of kept) {
+  for (const { index, row, executed, text } of kept) {
     const call = taken[index]?.call;
     if (!call) continue;
     const held = { expiresAt: new Date(row.expires_at), remainingMs: call.config.ttlMs, askedAt };
