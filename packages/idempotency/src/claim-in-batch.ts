@@ -187,7 +187,7 @@ async function runBatch(store: RecordStore<unknown>, taken: Waiting[]): Promise<
         const body = JSON.stringify(executed.value.result ?? null);
         const bizId = executed.value.bizId ?? null;
         after.push(
-          settled(storeInTransactionStatement(store, sql, op.scope, row.record_id, body, bizId).execute()),
+          settled(storeInTransactionStatement(store, sql, op, row.record_id, body, bizId).execute()),
         );
         kept.push({ index, row, executed: executed.value, text: body });
       } else {

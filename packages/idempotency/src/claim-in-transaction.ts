@@ -93,7 +93,7 @@ export async function attempt<T, Tx>(call: Call<T, Tx>, claimWaitMs: number): Pr
     const { result, bizId = null } = executed.value;
     const text = JSON.stringify(result ?? null);
     await pipelined([
-      storeInTransactionStatement(store, conn.sql, op.scope, row?.record_id ?? 0, text, bizId).execute(),
+      storeInTransactionStatement(store, conn.sql, op, row?.record_id ?? 0, text, bizId).execute(),
       conn.sql`COMMIT`.execute(),
     ]);
     ended = true;

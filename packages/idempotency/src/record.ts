@@ -120,11 +120,16 @@ type ClaimedRow = { record_id: string | number; expires_at: string | Date };
 /**
  * The one-transaction holder's outcome: an UPDATE of the row its own claim inserted, sent with COMMIT. It
  * changes no indexed column, so it is a HOT update (test/stuck-records-index.test.ts).
+ *
+ * It names the row by both of the table's unique keys, (user_id, id) and (user_id, biz_type, idempotency_key),
+ * so whichever index the plan uses finds the row by all its columns. By the first alone, a generic plan made
+ * while the table's statistics are unknown (a new table, not yet analyzed) can take the other index, which
+ * leads with user_id too, and read every record of the scope to find one (test/idempotency-plans.test.ts).
  */
 export function storeInTransactionStatement(
   store: RecordStore<unknown>,
   sql: postgres.Sql,
-  scope: string,
+  ref: KeyRef,
   recordId: string | number,
   body: string,
   bizId: string | null,
@@ -133,7 +138,8 @@ export function storeInTransactionStatement(
     UPDATE ${named(store).table}
        SET status = ${RECORD.succeed.to}, response_body = ${body}::text::json, biz_id = ${bizId},
            updated_at = clock_timestamp()
-     WHERE user_id = ${scope} AND id = ${recordId}`;
+     WHERE user_id = ${ref.scope} AND id = ${recordId}
+       AND biz_type = ${ref.bizType} AND idempotency_key = ${ref.key}`;
 }
 
 /**

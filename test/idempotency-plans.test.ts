@@ -1,0 +1,76 @@
+import { randomUUID } from "node:crypto";
+import {
+  type IdempotentOperation,
+  postgresStore,
+  recordSchema,
+  runIdempotent,
+} from "@exactly-once/idempotency";
+import type postgres from "postgres";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { pgClient } from "~/server/db/client";
+import { createTestDatabase, type TestDatabase } from "./support/database";
+
+/**
+ * The record's statements under the plans PostgreSQL caches for them. A prepared statement gets a generic plan
+ * (one for every parameter value) after a few runs; made while the table's statistics are unknown (a new
+ * table, not yet analyzed), it may pick any index that leads with the scope. The first execution's statements
+ * must then still find their row by one index entry, however many records the scope holds.
+ */
+let t: TestDatabase;
+let pool: postgres.Sql;
+const names = { table: "plan_probe_key", storeOutcome: "plan_probe_key_store_outcome" };
+
+beforeAll(async () => {
+  t = await createTestDatabase();
+  await t.sql.unsafe(recordSchema(names));
+  // Its statistics stay unknown for the whole test.
+  await t.sql.unsafe(`ALTER TABLE ${names.table} SET (autovacuum_enabled = false)`);
+  pool = pgClient(t.url, {
+    max: 2,
+    onnotice: () => {},
+    connection: { plan_cache_mode: "force_generic_plan" },
+  });
+});
+afterAll(async () => {
+  await pool.end();
+  await t.drop();
+});
+
+const operation = (key: string): IdempotentOperation<{ key: string }, postgres.ReservedSql> => ({
+  scope: "one-scope-many-records",
+  bizType: "test.plans",
+  key,
+  request: { key },
+  claim: "transaction",
+  execute: async () => ({ result: { key } }),
+});
+
+async function indexEntriesRead(): Promise<{ scans: number; read: number }> {
+  const [row] = await t.sql<{ scans: number; read: number }[]>`
+    SELECT coalesce(sum(idx_scan), 0)::int AS scans, coalesce(sum(idx_tup_read), 0)::int AS read
+      FROM pg_stat_user_indexes WHERE relname = ${names.table}`;
+  return row ?? { scans: 0, read: 0 };
+}
+
+describe("the record's statements under generic plans of a table never analyzed", () => {
+  it("stores each outcome by one index entry, whatever the scope holds", async () => {
+    const store = postgresStore(pool, names);
+    const config = { ttlMs: 60_000, leaseMs: 10_000, waitMs: 2_000 };
+    const calls = 300;
+    for (let i = 0; i < calls; i++) {
+      const result = await runIdempotent(store, operation(randomUUID()), config);
+      expect(result.replayed).toBe(false);
+    }
+    // A backend's statistics reach the shared counters when it exits.
+    await pool.end();
+    pool = pgClient(t.url, { max: 1, onnotice: () => {} });
+    let seen = await indexEntriesRead();
+    for (let waited = 0; seen.scans < calls && waited < 50; waited++) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      seen = await indexEntriesRead();
+    }
+    // One scan per outcome stored; read by the scope alone, they would read 300 × 299 / 2 entries in all.
+    expect(seen.scans).toBeGreaterThanOrEqual(calls);
+    expect(seen.read).toBeLessThanOrEqual(2 * calls);
+  });
+});
