@@ -1,3 +1,4 @@
+import type postgres from "postgres";
 import { executeUnderLease, sleep } from "./claim-with-lease";
 import { guard, inProgress, unavailableIfTransient } from "./errors";
 import { decideOnRecord } from "./existing-record";
@@ -60,10 +61,10 @@ export async function attempt<T, Tx>(call: Call<T, Tx>, claimWaitMs: number): Pr
       // written as a whole number), with the database's clock just before the claim: a holder that finished
       // after it made this one wait.
       conn.sql
-        .unsafe(
+        .unsafe<[postgres.Row[], { started: number }[]]>(
           `BEGIN; SELECT set_config('lock_timeout', '${Math.ceil(claimWaitMs)}ms', true), extract(epoch FROM clock_timestamp())::float8 AS started`,
         )
-        .execute() as Promise<unknown> as Promise<[unknown, { started: number }[]]>,
+        .execute(),
       // The claim puts the lock_timeout back as it returns: the business statements behind it are not bound by it.
       claimInTransactionStatement(store, conn.sql, op, requestFingerprint, config, {
         lockTimeoutBack: true,

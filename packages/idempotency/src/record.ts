@@ -41,15 +41,26 @@ interface LeaseRow {
   remaining_ms: number;
 }
 
-/** The store's names as identifiers, made once per store. */
+/** The store's names as identifiers, and the fragments of its statements, made once per store. */
 const identifiers = new WeakMap<
   RecordStore<unknown>,
-  { table: postgres.Helper<string>; fn: postgres.Helper<string> }
+  {
+    table: postgres.Helper<string>;
+    fn: postgres.Helper<string>;
+    /** Fragments of the one-transaction claim's RETURNING (claimInTransactionStatement). */
+    lockTimeoutBack: postgres.PendingQuery<postgres.Row[]>;
+    nothing: postgres.PendingQuery<postgres.Row[]>;
+  }
 >();
 function named(store: RecordStore<unknown>) {
   let names = identifiers.get(store);
   if (!names) {
-    names = { table: store.sql(store.table), fn: store.sql(store.storeOutcome) };
+    names = {
+      table: store.sql(store.table),
+      fn: store.sql(store.storeOutcome),
+      lockTimeoutBack: store.sql`, set_config('lock_timeout', NULL, true) AS lock_timeout`,
+      nothing: store.sql``,
+    };
     identifiers.set(store, names);
   }
   return names;
@@ -99,23 +110,14 @@ export function claimInTransactionStatement(
   { lockTimeoutBack }: { lockTimeoutBack: boolean },
 ) {
   // No lease (locked_until NULL): the transaction holds the key, and nobody sees the claim before its outcome.
-  const { table } = named(store);
-  const expiresIn = config.ttlMs;
-  const version = versionOf(ref);
-  return lockTimeoutBack
-    ? sql<ClaimedRow[]>`
-    INSERT INTO ${table} (user_id, biz_type, idempotency_key, fingerprint, status, answer_version, expires_at)
-    VALUES (${ref.scope}, ${ref.bizType}, ${ref.key}, ${requestFingerprint}, ${RECORD.claim.to}, ${version},
-            now() + ${expiresIn} * interval '1 millisecond')
-    RETURNING id AS record_id, expires_at, set_config('lock_timeout', NULL, true) AS lock_timeout`
-    : sql<ClaimedRow[]>`
-    INSERT INTO ${table} (user_id, biz_type, idempotency_key, fingerprint, status, answer_version, expires_at)
-    VALUES (${ref.scope}, ${ref.bizType}, ${ref.key}, ${requestFingerprint}, ${RECORD.claim.to}, ${version},
-            now() + ${expiresIn} * interval '1 millisecond')
-    RETURNING id AS record_id, expires_at`;
+  const { table, lockTimeoutBack: back, nothing } = named(store);
+  return sql<{ record_id: string | number; expires_at: string | Date }[]>`
+    INSERT INTO ${table}
+           (user_id, biz_type, idempotency_key, fingerprint, status, answer_version, expires_at)
+    VALUES (${ref.scope}, ${ref.bizType}, ${ref.key}, ${requestFingerprint}, ${RECORD.claim.to}, ${versionOf(ref)},
+            now() + ${config.ttlMs} * interval '1 millisecond')
+    RETURNING id AS record_id, expires_at${lockTimeoutBack ? back : nothing}`;
 }
-
-type ClaimedRow = { record_id: string | number; expires_at: string | Date };
 
 /**
  * The one-transaction holder's outcome: an UPDATE of the row its own claim inserted, sent with COMMIT. It
