@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { readFileSync } from "node:fs";
 import { Writable } from "node:stream";
 import { Registry } from "prom-client";
 import { describe, expect, it } from "vitest";
@@ -11,16 +12,19 @@ import {
 import { renderMetrics } from "~/server/admin/metrics";
 import type { AppContext } from "~/server/app-context";
 import { createTelemetry, type IdempotencyEvent, MinuteSeries } from "~/server/observability/observer";
-import { withRequestContext } from "~/server/observability/request-context";
 import { runIdempotent } from "~/server/operations";
-import { createOrder } from "~/server/orders/create-order";
+import { createOrder, createOrderOperation } from "~/server/orders/create-order";
 import { createPayment } from "~/server/payments/create-payment";
 import { handlePaymentNotification } from "~/server/payments/notification-receive";
 import { lastReconciliation, reconcileWhenDue } from "~/server/reconciliation/reconcile";
+import { handleOperation } from "~/server/rest/rest-route";
+import { signApiToken } from "~/server/session/session";
+import { createCaller } from "~/server/trpc/root";
 import { createLogger } from "~/shared/logger";
 import { signBody } from "~/shared/provider-contract";
 import type { TestDatabase } from "./support/database";
 import { test } from "./support/fixtures";
+import { sourceFiles } from "./support/source-files";
 
 let t: TestDatabase;
 let app: AppContext;
@@ -81,17 +85,62 @@ describe("observability", () => {
     expect(events.every((e) => e.key && e.durationMs >= 0)).toBe(true);
   });
 
+  it("names the request each call served in its log line, over REST and over tRPC", async () => {
+    const seen: { key: string; outcome: string; requestId?: string }[] = [];
+    const watched: AppContext = {
+      ...app,
+      idempotency: {
+        ...app.idempotency,
+        observe: (event, requestId) => seen.push({ key: event.key, outcome: event.outcome, requestId }),
+      },
+    };
+    const userId = randomUUID();
+    const key = randomUUID();
+    const body = JSON.stringify({ items: [{ skuId: "SKU-MUG", quantity: 1 }] });
+    const post = (requestId: string) =>
+      handleOperation(
+        { app: watched, tokensEnabled: true, logError: () => {} },
+        createOrderOperation,
+        new Request("http://test/api/v1/orders", {
+          method: "POST",
+          headers: {
+            authorization: `Bearer ${signApiToken(userId, app.sessionSecret)}`,
+            "idempotency-key": key,
+            "content-type": "application/json",
+            "x-request-id": requestId,
+          },
+          body,
+        }),
+      );
+    expect((await post("rest-1")).status).toBe(201);
+    expect((await post("rest-2")).status).toBe(201);
+    const trpcKey = randomUUID();
+    await createCaller({ app: watched, userId, requestId: "trpc-1" }).orders.create({
+      requestId: trpcKey,
+      items: [{ skuId: "SKU-MUG", quantity: 1 }],
+    });
+    expect(seen).toEqual([
+      { key, outcome: "first", requestId: "rest-1" },
+      { key, outcome: "replayed", requestId: "rest-2" },
+      { key: trpcKey, outcome: "first", requestId: "trpc-1" },
+    ]);
+  });
+
+  it("keeps no request context for the process: no module of the server or of the core imports async_hooks", () => {
+    // AsyncLocalStorage turns on Node 20's promise hooks, which then run on every promise of the process: a
+    // sixth of a first execution's instructions and a fifth of a replay's (docs/benchmark.md, "The request id").
+    const importing = [...sourceFiles("src"), ...sourceFiles("packages/idempotency/src")].filter((file) =>
+      /(from |import\(|require\()"(node:)?async_hooks"/.test(readFileSync(file, "utf8")),
+    );
+    expect(importing).toEqual([]);
+  });
+
   it("logs structured lines with key and outcome, counts them for Prometheus, and never logs secrets", async () => {
     const { lines, log } = capture();
     const telemetry = createTelemetry(log);
-    await withRequestContext({ requestId: "req-42" }, async () =>
-      telemetry.observer.idempotency({
-        bizType: "order.create",
-        key: "k-1",
-        scope: "u",
-        outcome: "replayed",
-        durationMs: 3,
-      }),
+    telemetry.observer.idempotency(
+      { bizType: "order.create", key: "k-1", scope: "u", outcome: "replayed", durationMs: 3 },
+      "req-42",
     );
     telemetry.observer.notification({
       outcome: "AMOUNT_MISMATCH",
@@ -108,6 +157,7 @@ describe("observability", () => {
     const parsed = lines.map((l) => JSON.parse(l));
     expect(parsed[0]).toMatchObject({
       level: 30,
+      requestId: "req-42",
       bizType: "order.create",
       idempotencyKey: "k-1",
       outcome: "replayed",

@@ -6,7 +6,8 @@ import { createDb, type Db } from "./db/client";
 import { createGateway, type Gateway } from "./gateway/gateway";
 import { AttemptLog } from "./observability/attempt-log";
 import { createTelemetry, type Telemetry } from "./observability/observer";
-import { DEFAULT_REPLAY_CACHE_OPTIONS, type IdempotencyConfig, ReplayCache } from "./operations";
+import type { AppIdempotencyConfig } from "./observability/request-observer";
+import { DEFAULT_REPLAY_CACHE_OPTIONS, ReplayCache } from "./operations";
 import type { PaymentDeps } from "./payments/create-payment";
 import { RefusalTally } from "./payments/refused-notifications";
 import type { StatusQueryDeps } from "./payments/status-query";
@@ -18,7 +19,8 @@ import type { StatusQueryDeps } from "./payments/status-query";
  */
 export interface AppContext {
   db: Db;
-  idempotency: IdempotencyConfig;
+  /** The idempotency core's settings; a transport passes them on per request (`forRequest`). */
+  idempotency: AppIdempotencyConfig;
   /** What signs session cookies and API tokens (SESSION_SECRET). */
   sessionSecret: string;
   /** What they are checked against: SESSION_SECRET, then SESSION_SECRET_PREVIOUS's (during a rotation). */

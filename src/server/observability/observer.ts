@@ -2,7 +2,6 @@ import type { IdempotencyEvent } from "@exactly-once/idempotency";
 import type { Logger } from "pino";
 import { Counter, Registry } from "prom-client";
 import type { AttemptLog } from "./attempt-log";
-import { currentRequestId } from "./request-context";
 
 export type { IdempotencyEvent, IdempotencyOutcome } from "@exactly-once/idempotency";
 
@@ -30,7 +29,8 @@ export interface ConsumeEvent {
  * can pass their own.
  */
 export interface Observer {
-  idempotency(event: IdempotencyEvent): void;
+  /** One call's outcome under its key; `requestId`, when given, names the request it served in the log line. */
+  idempotency(event: IdempotencyEvent, requestId?: string): void;
   notification(event: NotificationEvent): void;
   consumed(event: ConsumeEvent): void;
   gatewayRejected(event: GatewayRejection): void;
@@ -155,7 +155,7 @@ export function createTelemetry(log: Logger, attempts?: AttemptLog): Telemetry {
       taskCpuSeconds.inc({ task }, cpuMs / 1000);
       log.debug({ task, ms, cpuMs, ok }, "periodic task ran");
     },
-    idempotency(event) {
+    idempotency(event, requestId) {
       idempotent.inc({ biz_type: event.bizType, outcome: event.outcome });
       series.add(`idempotency:${event.outcome}`);
       attempts?.add({
@@ -171,7 +171,7 @@ export function createTelemetry(log: Logger, attempts?: AttemptLog): Telemetry {
       if (!log.isLevelEnabled(level)) return;
       log[level](
         {
-          requestId: currentRequestId(),
+          requestId,
           bizType: event.bizType,
           idempotencyKey: event.key,
           outcome: event.outcome,
@@ -188,10 +188,7 @@ export function createTelemetry(log: Logger, attempts?: AttemptLog): Telemetry {
         : event.outcome === "PROCESSED" || event.outcome === "DUPLICATE"
           ? "info"
           : "warn";
-      log[level](
-        { requestId: currentRequestId(), ...event },
-        event.alert ? "payment notification needs a person" : "payment notification",
-      );
+      log[level](event, event.alert ? "payment notification needs a person" : "payment notification");
     },
     consumed(event) {
       consumed.inc({ consumer: event.consumer, outcome: event.outcome });

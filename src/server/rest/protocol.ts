@@ -3,7 +3,6 @@ import { type RequestContext, requestIdOf, requestOf } from "~/server/admission/
 import type { AppContext } from "~/server/app-context";
 import { httpStatusOf } from "~/server/error-codes";
 import { DomainError, isDomainError, unavailableIfTransient } from "~/server/errors";
-import { withRequestContext } from "~/server/observability/request-context";
 import { requestIdSchema } from "~/server/orders/schema";
 import { jsonAnswer, type PlainRequest, type PlainResponse } from "~/shared/plain-http";
 import { PROBLEM_HEADERS, problemBody } from "~/shared/problem";
@@ -144,21 +143,22 @@ export interface RestDeps {
   logError: (error: unknown) => void;
 }
 
-/** Runs a REST handler: a request id, and every failure answered as a problem (logged once when unknown). */
+/**
+ * Runs a REST handler under the request's id (`work` is handed it, for the log lines it makes), and answers
+ * every failure as a problem (logged once when unknown).
+ */
 export async function respond(
   deps: RestDeps,
   req: PlainRequest,
-  work: () => Promise<PlainResponse>,
+  work: (requestId: string) => Promise<PlainResponse>,
 ): Promise<PlainResponse> {
   const requestId = requestIdOf(req.headers);
-  return withRequestContext({ requestId }, async () => {
-    try {
-      const response = await work();
-      response.headers["x-request-id"] = requestId;
-      return response;
-    } catch (error) {
-      if (error instanceof HttpProblem) return error.response;
-      return errorResponse(error, (err) => deps.logError({ err, requestId }));
-    }
-  });
+  try {
+    const response = await work(requestId);
+    response.headers["x-request-id"] = requestId;
+    return response;
+  } catch (error) {
+    if (error instanceof HttpProblem) return error.response;
+    return errorResponse(error, (err) => deps.logError({ err, requestId }));
+  }
 }

@@ -2,6 +2,7 @@ import type { z } from "zod";
 import { admit } from "~/server/admission/admission";
 import type { AppContext } from "~/server/app-context";
 import { DomainError } from "~/server/errors";
+import { forRequest } from "~/server/observability/request-observer";
 import { type Operation, serveOperation } from "~/server/operations";
 import {
   fromWebRequest,
@@ -62,17 +63,18 @@ export function plainOperation<S extends z.ZodType, R>(
 ): Promise<PlainResponse> {
   const binding = op.rest;
   if (!binding) throw new Error(`${op.name} has no REST binding`);
-  return respond(deps, req, async () => {
+  return respond(deps, req, async (requestId) => {
     const request = await authenticate(req, deps.app);
     const { userId } = request;
     const key = idempotencyKey(req);
     // `Prefer: wait=N` (RFC 7240): a client that would rather be told at once (or sooner) that the first
     // request with its key is still running than wait for its answer, as the Idempotency-Key draft's §2.6 has it.
     const wait = preferredWaitS(req.headers.get("prefer"));
-    const config =
-      wait === undefined
-        ? deps.app.idempotency
-        : { ...deps.app.idempotency, waitMs: Math.min(deps.app.idempotency.waitMs, wait * 1000) };
+    const settings = deps.app.idempotency;
+    const config = forRequest(
+      wait === undefined ? settings : { ...settings, waitMs: Math.min(settings.waitMs, wait * 1000) },
+      requestId,
+    );
     // Per client address first, whoever the token says the client is (a new token is cheap), then per shopper.
     const admitted = (gatewayKey: string | undefined) =>
       admit(request, {

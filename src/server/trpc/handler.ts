@@ -10,7 +10,7 @@ import {
 } from "@trpc/server/unstable-core-do-not-import";
 import type { AppContext } from "~/server/app-context";
 import { DomainError } from "~/server/errors";
-import { withRequestContext } from "~/server/observability/request-context";
+import { forRequest } from "~/server/observability/request-observer";
 import { type AnyOperation, keyOfRawInput, serveOperation } from "~/server/operations";
 import { getLogger } from "~/shared/logger";
 import type { PlainRequest, PlainResponse } from "~/shared/plain-http";
@@ -90,11 +90,10 @@ export async function plainTrpc(
       throw getTRPCErrorFromUnknown(cause);
     });
     ctx = context;
-    // Under the request's id, as the procedure's own middleware runs it (its log lines carry it).
     const op = (call.procedure._def.meta as ProcedureMeta | undefined)?.operation;
-    const body = await withRequestContext({ requestId: context.requestId }, () =>
-      op ? servedOperation(app, context, call, op, mount) : procedureAnswer(context, call, mount),
-    );
+    const body = await (op
+      ? servedOperation(app, context, call, op, mount)
+      : procedureAnswer(context, call, mount));
     return answerOf(200, resHeaders, body);
   } catch (cause) {
     const error = getTRPCErrorFromUnknown(cause);
@@ -154,7 +153,7 @@ async function servedOperation(
       userId: ctx.userId,
       deps: app,
       ...(replayKey !== undefined ? { replayKey, requestText: replayText(call) } : {}),
-      config: app.idempotency,
+      config: forRequest(app.idempotency, ctx.requestId),
       admit: admitted,
       read: async () => {
         const parsed = await op.input.safeParseAsync(call.input);

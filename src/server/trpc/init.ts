@@ -4,7 +4,6 @@ import { ZodError, z } from "zod";
 import { admit } from "~/server/admission/admission";
 import { trpcCodeOf } from "~/server/error-codes";
 import { DomainError, unavailableIfTransient } from "~/server/errors";
-import { withRequestContext } from "~/server/observability/request-context";
 import type { AnyOperation } from "~/server/operations";
 import { getLogger } from "~/shared/logger";
 import type { TrpcContext } from "./context";
@@ -121,10 +120,8 @@ export function asTrpcError(
  *   returns `{ ok: false, error }` with the original error as `error.cause`.
  */
 const shopperCall = t.middleware(async ({ next, ctx, path, type, meta, getRawInput }) => {
-  const result = await withRequestContext({ requestId: ctx.requestId }, async () => {
-    if (type === "mutation") await admitMutation(ctx, path, meta, await getRawInput().catch(() => undefined));
-    return next();
-  });
+  if (type === "mutation") await admitMutation(ctx, path, meta, await getRawInput().catch(() => undefined));
+  const result = await next();
   if (result.ok) return result;
   const error = asTrpcError(result.error, { path, type, ctx });
   if (error === result.error) return result;

@@ -1,5 +1,6 @@
 import type { z } from "zod";
 import type { AppContext } from "~/server/app-context";
+import { forRequest } from "~/server/observability/request-observer";
 import { type AnyOperation, keyOfRawInput, type Operation, runOperation } from "~/server/operations";
 import { shopperProcedure } from "./init";
 
@@ -27,7 +28,7 @@ export function mutationOf<S extends z.ZodType, R>(
         ctx.app.db,
         op,
         { userId: ctx.userId, input: input as z.output<S>, deps: ctx.app },
-        ctx.app.idempotency,
+        forRequest(ctx.app.idempotency, ctx.requestId),
       ),
     );
 }

@@ -1,5 +1,4 @@
 import { getAppContext } from "~/server/app-context";
-import { withRequestContext } from "~/server/observability/request-context";
 import { handlePaymentNotification, rawNotification } from "~/server/payments/notification-receive";
 import { getLogger } from "~/shared/logger";
 import { type PlainResponse, plainRoute } from "~/shared/plain-http";
@@ -21,9 +20,7 @@ export const POST = plainRoute(async (req) => {
   const raw = rawNotification(body, (name) => req.headers.get(name));
   const { deliveryId } = raw;
   try {
-    const verdict = await withRequestContext({ requestId: deliveryId ?? "notification" }, () =>
-      handlePaymentNotification(app.db, raw, app.payments),
-    );
+    const verdict = await handlePaymentNotification(app.db, raw, app.payments);
     return answer(verdict.httpStatus, verdict.body);
   } catch (err) {
     // The provider will send it again; nothing was committed.
