@@ -106,11 +106,12 @@ export async function handlePaymentNotification(
   };
 
   if (signature !== "OK") {
-    // Unverified: anyone could have sent it. Counted, never stored as a fact or tied to a payment.
+    // Unverified: anyone could have sent it. Counted, never stored as a fact or tied to a payment; its line
+    // names the delivery id it came with, as sent (the log's only way to find it).
     const reason = signature === "MALFORMED" ? "UNSIGNED" : signature;
     deps.refusals?.add(reason);
     deps.observer?.notification({
-      deliveryId: null,
+      deliveryId: meta.deliveryId,
       notificationId: null,
       outTradeNo: null,
       type: null,
