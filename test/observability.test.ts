@@ -85,7 +85,7 @@ describe("observability", () => {
     expect(events.every((e) => e.key && e.durationMs >= 0)).toBe(true);
   });
 
-  it("names the request each call served in its log line, over REST and over tRPC", async () => {
+  it("hands the observer the request each call served, over REST and over tRPC", async () => {
     const seen: { key: string; outcome: string; requestId?: string }[] = [];
     const watched: AppContext = {
       ...app,
