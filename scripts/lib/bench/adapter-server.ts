@@ -7,7 +7,8 @@
  *   POST /orders  Idempotency-Key: <key>  {"requestId": "…", "items": [{"skuId": "…", "quantity": 1}]}
  *                 → 201 the order, first time and on every replay
  *
- * Started by the bench (./floor.ts) with FRAMEWORK, PORT and DATABASE_URL.
+ * Started by the bench (./floor.ts) with FRAMEWORK, PORT and DATABASE_URL. ADAPTER_BATCH=<maxSize>x<runners>
+ * (or `none`) gives the batch another shape, for experiments: the bench itself never sets it.
  */
 import type { Server } from "node:http";
 import {
@@ -44,6 +45,13 @@ const config: IdempotencyConfig = {
   cache: new ReplayCache(),
   batch: { maxSize: 8, runners: 2 },
 };
+const { ADAPTER_BATCH } = process.env;
+if (ADAPTER_BATCH === "none") config.batch = undefined;
+else if (ADAPTER_BATCH) {
+  const [maxSize, runners] = ADAPTER_BATCH.split("x").map(Number);
+  if (!maxSize || !runners) throw new Error(`ADAPTER_BATCH=${ADAPTER_BATCH}: <maxSize>x<runners> or none`);
+  config.batch = { maxSize, runners };
+}
 
 /** The order under one key: the body checked, then placed in the transaction that records the key. */
 function orderOperation(body: unknown) {

@@ -33,15 +33,19 @@ export interface CredentialPolicy {
   databaseAway: "refuse" | "trust-signature";
 }
 
-/** What a request is: the one function that reads identity, client address and request id from one. */
+/**
+ * What a request is: the one function that reads identity, client address and request id from one. A transport
+ * that has already named the request (REST answers with its id) hands that id in.
+ */
 export async function requestOf(
   app: AppContext,
   headers: HeaderReader,
   policy: CredentialPolicy,
+  requestId = requestIdOf(headers),
 ): Promise<RequestContext> {
   const base = {
     app,
-    requestId: requestIdOf(headers),
+    requestId,
     clientAddress: clientAddressOf(headers),
   };
   const shopper = await credentialOf(app, headers, policy);

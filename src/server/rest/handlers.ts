@@ -21,8 +21,8 @@ function orderIdFrom(raw: string): string {
 }
 
 export function getOrder(deps: RestDeps, req: PlainRequest, rawOrderId: string): Promise<PlainResponse> {
-  return respond(deps, req, async () => {
-    const { userId } = await authenticate(req, deps.app);
+  return respond(deps, req, async (requestId) => {
+    const { userId } = await authenticate(req, deps.app, requestId);
     const orderId = orderIdFrom(rawOrderId);
     const order = await getOrderById(deps.app.db, userId, orderId);
     // getOrderById checked ownership; the rest is read once, without re-checking.
@@ -64,8 +64,8 @@ export function postToken(deps: RestDeps, req: PlainRequest): Promise<PlainRespo
  * now on, this one included (the shopper makes a new one with POST /api/v1/tokens, or signs in again).
  */
 export function deleteTokens(deps: RestDeps, req: PlainRequest): Promise<PlainResponse> {
-  return respond(deps, req, async () => {
-    const { userId } = await authenticate(req, deps.app);
+  return respond(deps, req, async (requestId) => {
+    const { userId } = await authenticate(req, deps.app, requestId);
     const revokedAt = await revokeCredentials(deps.app.db, userId);
     return json(200, { revokedAt: revokedAt.toISOString() });
   });

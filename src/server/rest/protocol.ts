@@ -72,12 +72,21 @@ export class HttpProblem extends Error {
   }
 }
 
-/** The shopper behind `Authorization: Bearer <token>` (genuine, unexpired, not revoked), or a 401 problem. */
+/**
+ * The shopper behind `Authorization: Bearer <token>` (genuine, unexpired, not revoked), or a 401 problem; the
+ * request under the id `respond` answers with.
+ */
 export async function authenticate(
   req: PlainRequest,
   app: AppContext,
+  requestId: string,
 ): Promise<RequestContext & { userId: string }> {
-  const request = await requestOf(app, req.headers, { credential: "bearer", databaseAway: "refuse" });
+  const request = await requestOf(
+    app,
+    req.headers,
+    { credential: "bearer", databaseAway: "refuse" },
+    requestId,
+  );
   if (!request.shopper) {
     throw new HttpProblem(
       problem(

@@ -64,7 +64,7 @@ export function plainOperation<S extends z.ZodType, R>(
   const binding = op.rest;
   if (!binding) throw new Error(`${op.name} has no REST binding`);
   return respond(deps, req, async (requestId) => {
-    const request = await authenticate(req, deps.app);
+    const request = await authenticate(req, deps.app, requestId);
     const { userId } = request;
     const key = idempotencyKey(req);
     // `Prefer: wait=N` (RFC 7240): a client that would rather be told at once (or sooner) that the first
